@@ -1,0 +1,102 @@
+"""Build the cube (queries ``signals__series`` → ``cube__series_windows`` → ``cube__build``) and cache it.
+
+The cube is built once per (datasets, window, path mapping) and kept in the workspace
+(``cube_rows``), so a threshold, price or scenario change never rebuilds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+import duckdb
+import pandas as pd
+
+from app import sql
+from app.store import Workspace
+
+MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
+CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
+
+_DDL = (
+    "create table if not exists cube_index (cube_key varchar primary key, cube_id integer not null, "
+    "spec json not null, built_at timestamp not null default current_timestamp)",
+    "create table if not exists cube_rows (cube_id integer not null, window_start timestamp not null, "
+    "path varchar not null, signal varchar, le double, stat varchar not null, value double)",
+)
+
+
+def parse_window(text: str | int) -> int:
+    """``5m`` → 300. Accepts s/m/h/d suffixes or plain seconds; 1 min to 1 day."""
+    if isinstance(text, int):
+        seconds = text
+    else:
+        t = text.strip().lower()
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+        try:
+            seconds = int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(float(t))
+        except (ValueError, IndexError):
+            raise ValueError(f"window {text!r}: expected a duration like 30s, 5m, 1h or 1d") from None
+    if not MIN_WINDOW_S <= seconds <= MAX_WINDOW_S:
+        raise ValueError(f"window {text!r}: must be between 1 minute and 1 day")
+    return seconds
+
+
+def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
+                    path_labels: Sequence[str]) -> None:
+    """Build the cube into the temp table ``cube_new`` on ``con`` (with its inputs ``cube_series``
+    and ``cube_series_windows``, which later queries of the same connection may read)."""
+    ids = [int(i) for i in dataset_ids]
+    sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
+    sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids, window_s=int(window_s))
+    sql.materialize(con, "cube__build", "cube_new")
+
+
+def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
+             rules: Sequence[tuple[str, str]]) -> str:
+    spec = {"datasets": sorted(int(i) for i in dataset_ids), "window_s": int(window_s),
+            "path_labels": list(path_labels), "rules": [list(r) for r in rules]}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
+                path_labels: Sequence[str] | None = None) -> int:
+    """Return the id of the cached cube for this spec, building it if needed."""
+    ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
+    labels = list(path_labels) if path_labels is not None else ws.path_labels()
+    rules = ws.path_rules()
+    key = cube_key(ids, window_s, labels, rules)
+    with ws.transaction() as con:
+        for ddl in _DDL:
+            con.execute(ddl)
+        row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
+        if row:
+            return int(row[0])
+        cube_id = con.execute("select coalesce(max(cube_id), 0) + 1 from cube_index").fetchone()[0]
+        build_into_temp(con, ids, window_s, labels)
+        con.execute("insert into cube_rows select $id, * from cube_new", {"id": cube_id})
+        spec = {"datasets": sorted(ids), "window_s": window_s, "path_labels": labels, "rules": rules}
+        con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
+                    {"k": key, "id": cube_id, "s": json.dumps(spec)})
+        return int(cube_id)
+
+
+def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:
+    """The cube's rows, ordered by window, path, signal, stat, le."""
+    return ws.cursor().execute(
+        "select window_start, path, signal, le, stat, value from cube_rows where cube_id = $id "
+        "order by window_start, path, signal nulls first, stat, le nulls first",
+        {"id": cube_id},
+    ).df()
+
+
+def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
+    """Forget cached cubes that include a dataset (called when a dataset is deleted)."""
+    for ddl in _DDL:
+        con.execute(ddl)
+    con.execute(
+        "delete from cube_rows where cube_id in (select cube_id from cube_index "
+        "where list_contains(cast(spec->'datasets' as integer[]), $id))", {"id": dataset_id})
+    con.execute("delete from cube_index where list_contains(cast(spec->'datasets' as integer[]), $id)",
+                {"id": dataset_id})

@@ -1,0 +1,77 @@
+"""The contract every format reader meets.
+
+A reader turns one file into TEMP tables on the load's connection (created with
+``create or replace temp table``, inside the load's transaction, so a failure leaves nothing behind):
+
+- ``stage_keys``:   ``series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)``
+  one row per distinct raw series key of the file. ``metric`` is the sample name as exposed
+  (``vllm:time_to_first_token_seconds_bucket``, ``vllm:prompt_tokens_total``); ``labels``
+  excludes ``__name__`` and includes ``le``/``quantile``, values unescaped.
+- ``stage_points``: ``series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT``
+  one row per sample; ``ts`` is UTC (never NULL once the reader returns: a snapshot without
+  sample timestamps gets its time from the file name or modification time); ``src_line`` is
+  the 1-based line (or record) of the file the sample came from.
+
+and ``stage_families``: ``family VARCHAR, mtype VARCHAR, help VARCHAR`` from
+``# TYPE``/``# HELP`` lines (``mtype`` one of counter, gauge, histogram, summary, info,
+stateset, gaugehistogram, unknown); empty when the format carries no types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+FORMATS = (
+    "prometheus-text",  # text exposition 0.0.4
+    "openmetrics",  # OpenMetrics 1.0 text
+    "prometheus-api-json",  # /api/v1/query_range (matrix) or /api/v1/query (vector), or a JSON array of them
+    "victoriametrics-jsonl",  # /api/v1/export JSON lines
+    "promtool-dump",  # promtool tsdb dump (prom format)
+    "csv",  # long-format CSV
+    "parquet",  # long-format Parquet
+    "aiperf-server-metrics",  # AIPerf server_metrics_export.jsonl
+)
+
+TIME_SOURCES = ("samples", "filename", "mtime", "comment")
+
+class IngestError(Exception):
+    """A file could not be read. The message names the file, the line or series, and what is wrong."""
+
+    def __init__(self, file: str, what: str, line: int | None = None, series: str | None = None):
+        self.file, self.what, self.line, self.series = file, what, line, series
+        where = f"line {line}" if line is not None else (f"series {series}" if series else "")
+        super().__init__(f"{file}: {where + ': ' if where else ''}{what}")
+
+
+@dataclass
+class Staged:
+    """What a reader produced: the names of its DuckDB tables and how it read the file."""
+
+    format: str
+    time_source: str = "samples"
+    gzip: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Source:
+    """A file to read: its path on disk (already decompressed if it was gzip) and the name to report."""
+
+    path: Path  # readable, uncompressed
+    display: str  # file name as the user gave it
+    original: Path  # the path as given (its name and mtime may carry the snapshot time)
+    gzip: bool = False
+
+    def head(self, n: int = 65536) -> bytes:
+        with self.path.open("rb") as fh:
+            return fh.read(n)
+
+
+def fail(src: Source, what: str, line: int | None = None, series: str | None = None) -> IngestError:
+    return IngestError(src.display, what, line=line, series=series)
+
+
+__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail"]

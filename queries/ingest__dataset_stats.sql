@@ -1,0 +1,26 @@
+-- name: ingest__dataset_stats
+-- purpose: size, time range and scrape interval of one dataset. The scrape interval is the median
+--   gap between consecutive distinct sample times of a series, over all series.
+-- grain: one row
+-- @param dataset_id INTEGER  the dataset
+-- @returns n_series BIGINT, n_samples BIGINT, t_min TIMESTAMP, t_max TIMESTAMP, scrape_interval_s DOUBLE
+with
+points as (
+    select series_id, ts from samples where dataset_id = $dataset_id
+),
+
+gaps as (
+    select epoch(ts) - epoch(lag(ts) over (partition by series_id order by ts)) as gap_s
+    from (select distinct series_id, ts from points)
+),
+
+final as (
+    select
+        (select count(distinct series_id) from points) as n_series,
+        (select count(*) from points) as n_samples,
+        (select min(ts) from points) as t_min,
+        (select max(ts) from points) as t_max,
+        (select median(gap_s) from gaps where gap_s > 0) as scrape_interval_s
+)
+
+select * from final

@@ -1,0 +1,66 @@
+-- name: workspace
+-- purpose: the workspace schema; run at every connect (idempotent)
+-- Series identity is global: a series is its metric name plus its sorted labels, so the same series
+-- exported in two files (two snapshots, two formats, two overlapping exports) is one series.
+
+create sequence if not exists dataset_ids start 1;
+
+-- one row per loaded file (a dataset); digest makes a load idempotent
+create table if not exists datasets (
+    dataset_id integer primary key,
+    name varchar not null unique,
+    digest varchar not null unique,
+    source varchar not null,
+    format varchar not null,
+    engine varchar,
+    time_source varchar not null,
+    loaded_at timestamp not null,
+    n_series bigint not null,
+    n_samples bigint not null,
+    t_min timestamp,
+    t_max timestamp,
+    scrape_interval_s double,
+    summary json
+);
+
+-- one row per distinct series (metric + labels), shared by every dataset that holds it
+create table if not exists series (
+    series_id ubigint primary key,
+    metric varchar not null,
+    family varchar not null,
+    suffix varchar not null,
+    mtype varchar not null,
+    labels map(varchar, varchar) not null,
+    le double,
+    group_id ubigint not null,
+    replica varchar not null
+);
+
+-- one row per sample; ts is UTC
+create table if not exists samples (
+    dataset_id integer not null,
+    series_id ubigint not null,
+    ts timestamp not null,
+    value double not null
+);
+
+-- HELP/TYPE of metric families as declared in the files
+create table if not exists families (
+    dataset_id integer not null,
+    family varchar not null,
+    mtype varchar not null,
+    help varchar
+);
+
+-- path mapping: values of path_labels (joined with ' / ') matched by regex -> path name
+create table if not exists path_rules (
+    position integer not null,
+    pattern varchar not null,
+    path varchar not null
+);
+
+-- small key/value settings of the workspace (path labels, saved promises, prices, scenarios)
+create table if not exists settings (
+    key varchar primary key,
+    value json not null
+);
