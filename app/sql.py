@@ -51,9 +51,14 @@ class Query:
     returns: list[tuple[str, str]] = field(default_factory=list)  # (column, SQL type)
 
     @property
+    def code(self) -> str:
+        """The SQL without comments and with string literals emptied (for checks, not for running)."""
+        return _strip_comments_and_strings(self.sql)
+
+    @property
     def used_params(self) -> set[str]:
         """``$names`` that appear in the SQL body, comments and string literals excluded."""
-        return set(_USED_PARAM_RE.findall(_strip_comments_and_strings(self.sql)))
+        return set(_USED_PARAM_RE.findall(self.code))
 
 
 def _strip_comments_and_strings(sql: str) -> str:
@@ -179,7 +184,7 @@ def relation(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> duckdb
     return con.sql(q.sql, params=params or None)
 
 
-def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):  # noqa: ANN201 - pandas.DataFrame
+def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):
     """Run query ``name`` on ``con`` and return a pandas DataFrame.
 
     Pass ``workspace.cursor()`` from another thread; pass the connection itself inside a

@@ -252,7 +252,7 @@ class Workspace:
         return report
 
     # -- reading -------------------------------------------------------------------------------
-    def datasets(self):  # noqa: ANN201 - pandas.DataFrame
+    def datasets(self):
         return self.cursor().execute(
             "select dataset_id, name, source, format, engine, time_source, n_series, n_samples, "
             "t_min, t_max, scrape_interval_s from datasets order by dataset_id"

@@ -1,0 +1,5 @@
+"""``python -m app`` is ``headroom``."""
+
+from app.cli import main
+
+raise SystemExit(main())

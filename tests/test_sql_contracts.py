@@ -1,0 +1,97 @@
+"""Contract test over every ``queries/*.sql``: header parses, declared = used parameters, the query
+binds on a real workspace, and its output columns and types are the declared ones."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from app import sql
+from app.cube import ensure_cube
+from app.store import Workspace
+from tests.conftest import histogram, load, samples
+
+QUERIES = sql.all_queries()
+DUMMY = {
+    "INTEGER": 1,
+    "BIGINT": 1,
+    "DOUBLE": 0.5,
+    "VARCHAR": "x",
+    "BOOLEAN": True,
+    "TIMESTAMP": datetime(2023, 11, 14, 22, 0, 0),
+    "INTEGER[]": [1],
+    "VARCHAR[]": ["model_name"],
+    "DOUBLE[]": [0.5],
+    "JSON": "{}",
+}
+
+
+@pytest.fixture(scope="module")
+def bound_ws() -> Iterator[Workspace]:
+    """A workspace whose connection holds every table and TEMP table a query may read."""
+    w = Workspace(":memory:")
+    labels = {"engine": "0", "model_name": "chat", "instance": "a:8000"}
+    rows = histogram("vllm:time_to_first_token_seconds", labels, ["0.5", "+Inf"],
+                     [(0, [1, 2], 0.3), (60, [3, 5], 1.1)])
+    rows += samples("vllm:num_requests_running", labels, [(0, 1), (60, 2)])
+    load(w, rows)
+    ensure_cube(w, None, 60, None)
+    yield w
+    w.close()
+
+
+def _normalise(t: str) -> str:
+    return re.sub(r"\s+", "", t.upper())
+
+
+def test_there_are_queries() -> None:
+    assert len(QUERIES) >= 8
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
+def test_header(query: sql.Query) -> None:
+    assert query.name == query.path.stem
+    assert query.purpose, "every query says what it computes"
+    assert query.grain, "every query states its grain"
+    assert query.code.count(";") == 0, "one statement per file"
+    assert set(query.params) == query.used_params, "declared @params must equal the $names used"
+    for name in query.params:
+        assert query.param_docs[name], f"@param {name} needs a description"
+        assert query.params[name] in DUMMY, f"@param {name}: unexpected type {query.params[name]}"
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
+def test_binds_and_returns_declared_columns(query: sql.Query, bound_ws: Workspace) -> None:
+    params = {name: DUMMY[typ] for name, typ in query.params.items()}
+    con = bound_ws.con
+    is_dml = query.sql.lstrip().lower().startswith(("insert", "delete", "update"))
+    if is_dml:
+        assert not query.returns
+        con.execute("begin transaction")
+        try:
+            con.execute(query.sql, params or None)
+        finally:
+            con.execute("rollback")
+        return
+    assert query.returns, "a select declares its output columns with @returns"
+    try:
+        rel = con.sql(query.sql, params=params or None)
+    except duckdb.Error as exc:  # pragma: no cover - the assertion message is the point
+        pytest.fail(f"{query.name} does not bind: {exc}")
+    got = [(c, _normalise(str(t))) for c, t in zip(rel.columns, rel.types, strict=True)]
+    want = [(c, _normalise(t)) for c, t in query.returns]
+    assert got == want
+
+
+def test_every_query_is_used_by_the_code() -> None:
+    """A query nobody calls is dead weight: each name appears in app/ outside sql.py."""
+    from pathlib import Path
+
+    app_dir = Path(sql.__file__).parent
+    code = "\n".join(p.read_text() for p in app_dir.rglob("*.py") if p.name != "sql.py")
+    unused = [q.name for q in QUERIES if f'"{q.name}"' not in code]
+    assert not unused
