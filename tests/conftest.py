@@ -12,9 +12,8 @@ import pytest
 
 from app.store import Workspace
 
-REAL_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
-if not REAL_CAPTURES.is_dir():  # a clean clone in CI keeps the captures next to the repo too
-    REAL_CAPTURES = Path(os.environ.get("HEADROOM_REAL_CAPTURES", "/work/shared/fixtures/real"))
+# real /metrics captures from public repositories, copied unchanged (see their SOURCES.md)
+REAL_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 
 # an hour boundary, so windows of 1 min to 1 h start at t = 0
 T0 = 1_700_000_000 - 1_700_000_000 % 3600

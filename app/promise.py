@@ -1,0 +1,171 @@
+"""Promises (thresholds + target share per path) and the breach report built on the cube."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from app import sql
+from app.store import Workspace, data_dir
+
+ALL_PATHS = "*"
+_PROMISE_RE = re.compile(
+    r"^(?:(?P<path>.+?)=)?(?P<ttft>[0-9.eE+-]+)/(?P<tpot>[0-9.eE+-]+)(?:@(?P<target>[0-9.eE+-]+%?))?$"
+)
+
+
+@dataclass(frozen=True)
+class Promise:
+    """TTFT <= ttft_s and TPOT <= tpot_s (seconds) for at least ``target`` of a path's requests."""
+
+    path: str = ALL_PATHS
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    queue_s: float | None = None
+    target: float = 0.99
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_s", "tpot_s", "e2e_s", "queue_s"):
+            v = getattr(self, name)
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"promise for {self.path}: {name} must be a positive number of seconds, got {v}")
+        if not 0 < self.target < 1:
+            raise ValueError(f"promise for {self.path}: target must be a share in (0, 1), got {self.target}")
+
+    def as_param(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_promise(text: str) -> Promise:
+    """``PATH=TTFT_S/TPOT_S[@TARGET]`` or ``TTFT_S/TPOT_S`` (every path). TARGET as 0.99 or 99%."""
+    m = _PROMISE_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"promise {text!r}: expected PATH=TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99")
+    target = m.group("target")
+    share = 0.99
+    if target:
+        share = float(target[:-1]) / 100 if target.endswith("%") else float(target)
+    return Promise(path=m.group("path") or ALL_PATHS, ttft_s=float(m.group("ttft")),
+                   tpot_s=float(m.group("tpot")), target=share)
+
+
+def presets() -> dict[str, dict[str, Any]]:
+    """Named promise presets (MLPerf Inference v5.1) with their citation, from data/promise_presets.json."""
+    doc = json.loads((data_dir() / "promise_presets.json").read_text())
+    return {p["name"]: p for p in doc["presets"]}
+
+
+def preset_promise(name: str, path: str = ALL_PATHS) -> Promise:
+    try:
+        p = presets()[name]
+    except KeyError:
+        known = ", ".join(sorted(presets()))
+        raise ValueError(f"unknown preset {name!r}; known presets: {known}") from None
+    return Promise(path=path, ttft_s=p["ttft_s"], tpot_s=p["tpot_s"], target=p["target"])
+
+
+def time_range(ws: Workspace, cube_id: int, start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """Range of window starts to report: [start, end), defaulting to the cube's whole span."""
+    lo, hi, window_s = ws.cursor().execute(
+        "select min(window_start), max(window_start), "
+        "(select cast(spec->>'window_s' as integer) from cube_index where cube_id = $id) "
+        "from cube_rows where cube_id = $id", {"id": cube_id}).fetchone()
+    if lo is None:
+        raise ValueError("the cube is empty: no samples of a known signal were loaded")
+    return (start or lo, end or hi + timedelta(seconds=window_s))
+
+
+def shares(ws: Workspace, cube_id: int, promises: list[Promise], start: datetime, end: datetime,
+           by_window: bool = False, include_failed: bool = True) -> pd.DataFrame:
+    """The ``promise__shares`` table (one row per path, or per window and path)."""
+    return sql.df(ws.cursor(), "promise__shares", cube_id=cube_id, start_ts=start, end_ts=end,
+                  promises=[p.as_param() for p in promises], by_window=by_window,
+                  include_failed=include_failed)
+
+
+# (share of the error budget consumed, long window in hours) of the three SRE-workbook alert rules
+ALERT_RULES = {"page_1h": (2.0, 1.0), "page_6h": (5.0, 6.0), "ticket_3d": (10.0, 72.0)}
+
+
+def burn_factor(budget_percent: float, period_hours: float, long_window_hours: float) -> float:
+    """Burn rate at which ``budget_percent`` of the period's budget is spent in the long window
+    (Sloth's formula: 2 % of a 30-day budget in 1 h -> 14.4)."""
+    return budget_percent * period_hours / 100 / long_window_hours
+
+
+def burn_alerts(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
+                end: datetime, include_failed: bool = True, slo_period_days: float = 30) -> pd.DataFrame:
+    """Burn rate per window and the multiwindow alert states (``promise__burn_alerts``)."""
+    period_h = slo_period_days * 24
+    fast, slow, ticket = (burn_factor(b, period_h, h) for b, h in ALERT_RULES.values())
+    cur = ws.cursor()
+    sql.materialize(cur, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=start, end_ts=end,
+                    promises=[p.as_param() for p in promises], by_window=True, include_failed=include_failed)
+    return sql.df(cur, "promise__burn_alerts", window_s=window_s, fast_factor=fast, slow_factor=slow,
+                  ticket_factor=ticket)
+
+
+def _marginal(row: pd.Series, name: str, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    threshold = row[f"{name}_threshold_s"]
+    if _missing(threshold):
+        return None
+    out = {
+        "threshold_s": float(threshold),
+        "share": _num(row[f"{name}_share"]),
+        "share_low": _num(row[f"{name}_low"]),
+        "share_high": _num(row[f"{name}_high"]),
+        "exact": None if _missing(row[f"{name}_exact"]) else bool(row[f"{name}_exact"]),
+    }
+    return {**out, **(extra or {})}
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _num(v: Any) -> float | None:
+    return None if _missing(v) else float(v)
+
+
+def meets_target(attainment_low: float | None, attainment_high: float | None, target: float) -> bool | None:
+    """True/False when the whole attainment interval is on one side of the target; None when it straddles."""
+    if attainment_low is None or attainment_high is None:
+        return None
+    if attainment_low >= target:
+        return True
+    if attainment_high < target:
+        return False
+    return None
+
+
+def path_report(row: pd.Series, exact_share: float | None = None) -> dict[str, Any]:
+    """The JSON object of one path (README, ``headroom report``)."""
+    target = float(row["target"])
+    joint_low, joint_high = _num(row["joint_low"]), _num(row["joint_high"])
+    att_low = None if joint_high is None else 1 - joint_high
+    att_high = None if joint_low is None else 1 - joint_low
+    budget = 1 - target
+    return {
+        "path": row["path"],
+        "requests": _num(row["requests"]),
+        "failed_requests": _num(row["failed_requests"]),
+        "ttft": _marginal(row, "ttft"),
+        "tpot": _marginal(row, "tpot", {"basis": row["tpot_basis"] if isinstance(row["tpot_basis"], str) else None}),
+        "e2e": _marginal(row, "e2e"),
+        "queue": _marginal(row, "queue"),
+        "joint": {"share_low": joint_low, "share_high": joint_high, "exact_share": exact_share},
+        "target": target,
+        "attainment_low": att_low,
+        "attainment_high": att_high,
+        "meets_target": meets_target(att_low, att_high, target),
+        # error budget left over the range: conservative (from the high end of the joint share) and best case
+        "budget_remaining": None if joint_high is None else 1 - joint_high / budget,
+        "budget_remaining_best": None if joint_low is None else 1 - joint_low / budget,
+    }

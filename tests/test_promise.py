@@ -1,0 +1,226 @@
+"""The worked examples of methods.md §1, §3 and §5 through the promise queries (TV-1.x, TV-3.x, TV-5.x)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from app.cube import ensure_cube
+from app.promise import (
+    Promise,
+    burn_alerts,
+    burn_factor,
+    meets_target,
+    parse_promise,
+    path_report,
+    preset_promise,
+    presets,
+    shares,
+    time_range,
+)
+from app.store import Workspace
+from tests.conftest import histogram, load, samples
+
+V1 = {"engine": "0", "instance": "10.0.0.1:8000", "model_name": "chat"}
+TTFT = "vllm:time_to_first_token_seconds"
+TPOT = "vllm:request_time_per_output_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
+TV15_LES = ["0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "+Inf"]
+TV15 = [120, 400, 700, 850, 930, 990, 998, 1000]
+
+
+def one_window(family: str, les: list[str], counts: list[int], labels: dict | None = None) -> list[dict]:
+    return histogram(family, labels or V1, les, [(0, [0] * len(les), 0.0), (60, counts, 500.0)])
+
+
+def path_shares(ws: Workspace, promise: Promise, window_s: int = 60, **kw: object):
+    cube_id = ensure_cube(ws, None, window_s, None)
+    start, end = time_range(ws, cube_id, None, None)
+    frame = shares(ws, cube_id, [promise], start, end, **kw)
+    return frame.set_index("path")
+
+
+@pytest.mark.parametrize(
+    ("threshold", "share", "low", "high", "exact"),
+    [
+        (1.0, 0.07, 0.07, 0.07, True),
+        (0.5, 0.3, 0.3, 0.3, True),
+        (0.6, 0.24, 0.15, 0.30, False),
+        (0.05, 0.94, 0.88, 1.0, False),
+        (6.0, 0.002, 0.0, 0.002, False),
+    ],
+)
+def test_tv_1_5_breach_share_and_bounds(ws: Workspace, threshold: float, share: float, low: float,
+                                        high: float, exact: bool) -> None:
+    load(ws, one_window(TTFT, TV15_LES, TV15))
+    row = path_shares(ws, Promise(ttft_s=threshold)).loc["chat"]
+    assert row["requests"] == 1000
+    assert row["ttft_share"] == pytest.approx(share, rel=1e-9)
+    assert row["ttft_low"] == pytest.approx(low, rel=1e-9, abs=1e-12)
+    assert row["ttft_high"] == pytest.approx(high, rel=1e-9)
+    assert bool(row["ttft_exact"]) is exact
+    if exact:  # computed from the exact form (N - C_j) / N, no float noise
+        assert row["ttft_share"] == share
+
+
+def test_tv_1_6_envelope_before_the_share(ws: Workspace) -> None:
+    load(ws, one_window(TTFT, TV15_LES, [120, 400, 700, 695, 930, 990, 998, 1000]))
+    row = path_shares(ws, Promise(ttft_s=0.6)).loc["chat"]
+    # the (0.5, 0.75] bucket is empty after the fix: estimate and both bounds are 0.3
+    assert (row["ttft_share"], row["ttft_low"], row["ttft_high"]) == (0.3, 0.3, 0.3)
+
+
+@pytest.mark.parametrize(("a", "b", "union"), [(0.04, 0.07, (0.07, 0.11)), (0.30, 0.24, (0.30, 0.54)),
+                                               (0.7, 0.6, (0.7, 1.0))])
+def test_tv_3_1_to_3_3_frechet_bounds(ws: Workspace, a: float, b: float, union: tuple[float, float]) -> None:
+    n = 1000
+    rows = one_window(TTFT, ["0.5", "+Inf"], [round(n * (1 - a)), n])
+    rows += one_window(TPOT, ["0.05", "+Inf"], [round(n * (1 - b)), n])
+    load(ws, rows)
+    row = path_shares(ws, Promise(ttft_s=0.5, tpot_s=0.05)).loc["chat"]
+    assert row["tpot_basis"] == "requests"
+    assert (row["joint_low"], row["joint_high"]) == pytest.approx(union, rel=1e-9)
+
+
+def test_tv_3_5_itl_request_bound(ws: Workspace) -> None:
+    # no per-request TPOT histogram: 1000 finished requests, 12 ITL observations above Y = 50 ms
+    rows = one_window(ITL, ["0.05", "+Inf"], [99_988, 100_000])
+    rows += samples("vllm:request_success_total", {**V1, "finished_reason": "stop"}, [(0, 0), (60, 1000)])
+    rows += one_window(TTFT, ["0.5", "+Inf"], [1000, 1000])
+    load(ws, rows)
+    row = path_shares(ws, Promise(ttft_s=0.5, tpot_s=0.05)).loc["chat"]
+    assert row["tpot_basis"] == "tokens"
+    assert row["tpot_share"] == pytest.approx(12 / 100_000)  # gap-weighted, labelled as such
+    assert row["finished_requests"] == 1000
+    # request share(TPOT > Y) <= 12 / 1000; TTFT never breached -> joint in [0, 0.012]
+    assert (row["joint_low"], row["joint_high"]) == pytest.approx((0.0, 0.012))
+
+
+def test_failed_requests_enter_the_joint_share_unless_excluded(ws: Workspace) -> None:
+    rows = one_window(TTFT, ["0.5", "+Inf"], [990, 1000])
+    rows += samples("vllm:request_success_total", {**V1, "finished_reason": "abort"}, [(0, 0), (60, 20)])
+    rows += samples("vllm:request_success_total", {**V1, "finished_reason": "stop"}, [(0, 0), (60, 980)])
+    load(ws, rows)
+    row = path_shares(ws, Promise(ttft_s=0.5, tpot_s=0.05)).loc["chat"]
+    assert row["failed_requests"] == 20
+    # TTFT 0.01, failed 0.02, TPOT missing -> joint open to 1 on the high side
+    assert row["joint_low"] == pytest.approx(0.02)
+    assert row["joint_high"] == 1.0
+    row = path_shares(ws, Promise(ttft_s=0.5), include_failed=False).loc["chat"]
+    assert (row["joint_low"], row["joint_high"]) == pytest.approx((0.01, 0.01))
+
+
+def test_promise_for_one_path_and_default_for_the_others(ws: Workspace) -> None:
+    rows = one_window(TTFT, ["0.5", "2.5", "+Inf"], [90, 99, 100])
+    rows += one_window(TTFT, ["0.5", "2.5", "+Inf"], [50, 95, 100], {**V1, "model_name": "batch"})
+    load(ws, rows)
+    cube_id = ensure_cube(ws, None, 60, None)
+    start, end = time_range(ws, cube_id, None, None)
+    frame = shares(ws, cube_id, [Promise(ttft_s=0.5), Promise(path="batch", ttft_s=2.5)], start, end)
+    got = dict(zip(frame["path"], zip(frame["ttft_threshold_s"], frame["ttft_share"], strict=True), strict=True))
+    assert got == {"batch": (2.5, 0.05), "chat": (0.5, 0.1)}
+
+
+# -- §5 burn rates -------------------------------------------------------------------------------
+def test_tv_5_1_and_5_2_burn_factors() -> None:
+    rules = [(2, 1), (5, 6), (10, 24), (10, 72)]  # Sloth: page quick/slow, ticket quick/slow
+    assert [burn_factor(b, 720, h) for b, h in rules] == [14.4, 6.0, 3.0, 1.0]
+    assert [burn_factor(b, 672, h) for b, h in rules] == pytest.approx(
+        [13.44, 5.6000000000000005, 2.8000000000000003, 0.9333333333333333], rel=1e-12)
+    # budget consumed at the threshold over the long window: factor * long / period
+    assert [burn_factor(b, 720, h) * h / 720 for b, h in rules] == pytest.approx([0.02, 0.05, 0.1, 0.1])
+    pyrra = [(14, 1), (7, 6), (2, 24), (1, 96)]
+    assert [f * h / 672 for f, h in pyrra] == pytest.approx(
+        [0.020833333333333332, 0.0625, 0.07142857142857142, 0.14285714285714285], rel=1e-12)
+
+
+def _windows(ws: Workspace, counts: list[tuple[int, int]]) -> None:
+    """5-minute windows of (requests, breaches at TTFT 0.5 s)."""
+    scrapes, total, bad = [(0, [0, 0], 0.0)], 0, 0
+    for i, (n, b) in enumerate(counts, start=1):
+        total, bad = total + n, bad + b
+        scrapes.append((300 * i, [total - bad, total], 0.0))
+    load(ws, histogram(TTFT, V1, ["0.5", "+Inf"], scrapes))
+
+
+def test_tv_5_3_request_weighted_ratio_and_page(ws: Workspace) -> None:
+    # windows (1000 req, 10 bad) and (100 req, 50 bad): request-weighted 60/1100, not (0.01 + 0.5) / 2
+    _windows(ws, [(1000, 10), (100, 50)])
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    assert shares(ws, cube_id, [Promise(ttft_s=0.5)], start, end).loc[0, "ttft_share"] == pytest.approx(60 / 1100)
+    alerts = burn_alerts(ws, cube_id, 300, [Promise(ttft_s=0.5)], start, end).set_index("window_start")
+    # SLO 99 %: page when both 5 m and 1 h ratios exceed 0.144 (burn 14.4)
+    assert list(alerts["burn_high"].round(9)) == [1.0, 50.0]
+    assert list(alerts["page_1h"]) == ["ok", "ok"]  # 1 h ratio 60/1100 = 0.0545 < 0.144
+    assert alerts["ticket_3d"].iloc[-1] == "firing"  # 3 d and 6 h burn 5.45 > 1
+
+
+def test_page_fires_when_both_windows_burn_fast(ws: Workspace) -> None:
+    _windows(ws, [(100, 20)] * 12)  # an hour at 20 % breaches: burn 20 on 5 m and on 1 h
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    alerts = burn_alerts(ws, cube_id, 300, [Promise(ttft_s=0.5)], start, end)
+    assert set(alerts["page_1h"]) == {"firing"}
+    assert alerts["burn_low"].tolist() == pytest.approx([20.0] * 12)
+
+
+def test_interval_burns_are_possible_not_firing(ws: Workspace) -> None:
+    # threshold 0.6 s between bounds 0.5 and 2.5: low end 0, high end 20 %
+    scrapes, total = [(0, [0, 0, 0], 0.0)], 0
+    for i in range(1, 13):
+        total += 100
+        scrapes.append((300 * i, [total * 0.8, total, total], 0.0))
+    load(ws, histogram(TTFT, V1, ["0.5", "2.5", "+Inf"], scrapes))
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    alerts = burn_alerts(ws, cube_id, 300, [Promise(ttft_s=0.6)], start, end)
+    assert set(alerts["page_1h"]) == {"possible"}
+
+
+# -- parsing, presets, JSON ------------------------------------------------------------------------
+def test_parse_promise() -> None:
+    assert parse_promise("chat=0.5/0.03@0.995") == Promise("chat", 0.5, 0.03, target=0.995)
+    assert parse_promise("2/0.1") == Promise("*", 2.0, 0.1, target=0.99)
+    assert parse_promise("batch=2/0.1@99.9%").target == pytest.approx(0.999)
+    for bad in ["fast", "chat=0.5", "0.5/0.03@2", "chat=-1/0.03"]:
+        with pytest.raises(ValueError):
+            parse_promise(bad)
+
+
+def test_mlperf_presets_match_methods_table() -> None:
+    table = {
+        "llama3.1-8b": ((2.0, 0.1), (0.5, 0.03)),
+        "llama2-70b": ((2.0, 0.2), (0.45, 0.04)),
+        "llama3.1-405b": ((6.0, 0.175), (4.5, 0.08)),
+        "mixtral-8x7b": ((2.0, 0.2), None),
+        "deepseek-r1": ((2.0, 0.08), None),
+    }
+    names = set(presets())
+    for bench, (server, interactive) in table.items():
+        p = preset_promise(f"mlperf-v5.1-{bench}-server")
+        assert (p.ttft_s, p.tpot_s, p.target) == (*server, 0.99)
+        if interactive:
+            p = preset_promise(f"mlperf-v5.1-{bench}-interactive")
+            assert (p.ttft_s, p.tpot_s) == interactive
+        else:
+            assert f"mlperf-v5.1-{bench}-interactive" not in names
+
+
+def test_meets_target_is_null_when_the_interval_straddles() -> None:
+    assert meets_target(0.995, 0.999, 0.99) is True
+    assert meets_target(0.95, 0.98, 0.99) is False
+    assert meets_target(0.98, 0.995, 0.99) is None
+
+
+def test_path_report_json_shape(ws: Workspace) -> None:
+    load(ws, one_window(TTFT, TV15_LES, TV15) + one_window(TPOT, ["0.05", "+Inf"], [990, 1000]))
+    row = path_shares(ws, Promise(ttft_s=1.0, tpot_s=0.05)).reset_index().iloc[0]
+    doc = path_report(row)
+    assert doc["ttft"] == {"threshold_s": 1.0, "share": 0.07, "share_low": 0.07, "share_high": 0.07, "exact": True}
+    assert doc["tpot"]["basis"] == "requests" and doc["tpot"]["share"] == 0.01
+    assert doc["joint"] == {"share_low": 0.07, "share_high": pytest.approx(0.08), "exact_share": None}
+    assert doc["meets_target"] is False and doc["e2e"] is None
+    assert doc["budget_remaining"] == pytest.approx(1 - 0.08 / 0.01)
+    assert math.isclose(doc["attainment_low"], 0.92) and math.isclose(doc["attainment_high"], 0.93)
