@@ -127,6 +127,70 @@ def _cube_records(frame: Any) -> list[dict[str, Any]]:
     return out
 
 
+# -- report ----------------------------------------------------------------------------------------
+def _promises(args: argparse.Namespace) -> list[Any]:
+    """Promises from --preset [PATH=]NAME and --promise [PATH=]TTFT_S/TPOT_S[@TARGET] (later ones win per path)."""
+    from app import promise as pm
+
+    out: dict[str, pm.Promise] = {}
+    for item in args.preset or []:
+        path, _, name = item.rpartition("=")
+        p = pm.preset_promise(name, path or pm.ALL_PATHS)
+        out[p.path] = p
+    for item in args.promise or []:
+        p = pm.parse_promise(item)
+        out[p.path] = p
+    if not out:
+        raise ValueError("no promise: give --promise PATH=TTFT_S/TPOT_S[@TARGET] or --preset NAME "
+                         "(e.g. --preset mlperf-v5.1-llama3.1-8b-interactive)")
+    return list(out.values())
+
+
+def _load_for_analysis(ws: Workspace, files: Sequence[str]) -> tuple[list[int], list[Any]]:
+    reports = ws.load_files(files) if files else []
+    for r in reports:
+        for e in r.errors:
+            sys.stderr.write(f"error: {e}\n")
+    ids = sorted({r.dataset_id for r in reports if r.dataset_id is not None}) if files else ws.dataset_ids()
+    return ids, reports
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from app import report
+    from app.cube import ensure_cube, parse_window
+
+    try:
+        window_s = parse_window(args.window)
+        promises = _promises(args)
+        start, end = report.parse_time(args.start), report.parse_time(args.end)
+    except ValueError as exc:
+        sys.stderr.write(f"headroom report: {exc}\n")
+        return 2
+    with _workspace(args) as ws:
+        ids, reports = _load_for_analysis(ws, args.files)
+        if not ids:
+            sys.stderr.write("headroom report: no dataset loaded\n")
+            return 1
+        labels = args.path_label or ws.path_labels()
+        cube_id = ensure_cube(ws, ids, window_s, labels)
+        from app.records import exact_joint_shares
+
+        exact = exact_joint_shares(ws, ids, promises, start, end, include_failed=not args.exclude_failed)
+        try:
+            doc = report.build(ws, cube_id, window_s, promises, start, end,
+                               include_failed=not args.exclude_failed, exact_joint=exact)
+        except ValueError as exc:
+            sys.stderr.write(f"headroom report: {exc}\n")
+            return 1
+    if args.format == "json":
+        _write(json.dumps(doc, indent=2, default=_json_default))
+    elif args.format == "csv":
+        _write(report.to_csv(doc))
+    else:
+        _write(report.to_markdown(doc))
+    return 1 if any(r.status == "failed" for r in reports) else 0
+
+
 # -- dashboard -----------------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
     import os
@@ -167,6 +231,20 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--format", choices=["csv", "json"], default="csv")
     _add_db(pc, default_memory=True)
     pc.set_defaults(func=cmd_cube)
+
+    pr = sub.add_parser("report", help="per-path breach shares of a promise, with bounds, budget and alerts")
+    pr.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
+    pr.add_argument("--promise", action="append",
+                    help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
+    pr.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
+    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pr.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
+    pr.add_argument("--start", help="first window start, ISO-8601 or Unix seconds (default: start of data)")
+    pr.add_argument("--end", help="end of the range (default: end of data)")
+    pr.add_argument("--exclude-failed", action="store_true", help="do not count failed requests as breaches")
+    pr.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
+    _add_db(pr, default_memory=True)
+    pr.set_defaults(func=cmd_report)
 
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)

@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from app import ingest, sql
+from app import ingest, records, sql
 from app.ingest.base import IngestError
 
 DB_ENV = "HEADROOM_DB"
@@ -154,6 +154,10 @@ class Workspace:
             return LoadReport(file=display, status="failed", errors=[f"{display}: cannot read ({exc.strerror})"])
         try:
             with ingest.open_source(path, display=display) as src:
+                kind = records.sniff(src)
+                if kind:
+                    return self._load(display, digest, name or path.name,
+                                      lambda con: records.stage(con, src, kind), src, records_kind=kind)
                 return self._load(display, digest, name or path.name, lambda con: ingest.stage(con, src), src)
         except IngestError as exc:
             return LoadReport(file=display, status="failed", errors=[str(exc)])
@@ -170,7 +174,8 @@ class Workspace:
         src = ingest.Source(path=Path(name), display=name, original=Path(name))
         return self._load(name, digest, name, lambda con: stage_frame(con, frame), src)
 
-    def _load(self, display: str, digest: str, name: str, stager: Any, src: ingest.Source) -> LoadReport:
+    def _load(self, display: str, digest: str, name: str, stager: Any, src: ingest.Source,
+              records_kind: str | None = None) -> LoadReport:
         existing = self.con.execute(
             "select summary from datasets where digest = $d", {"d": digest}
         ).fetchone()
@@ -181,6 +186,8 @@ class Workspace:
         try:
             with self.transaction() as con:
                 staged = stager(con)
+                if records_kind:
+                    return self._commit_records(con, records_kind, src, digest, name)
                 return self._commit_staged(con, staged, src, digest, name)
         except IngestError as exc:
             return LoadReport(file=display, status="failed", errors=[str(exc)])
@@ -251,6 +258,31 @@ class Workspace:
         )
         return report
 
+    def _commit_records(self, con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Source, digest: str,
+                        name: str) -> LoadReport:
+        n, t_min, t_max = con.execute(
+            "select count(*), min(coalesce(arrival, first_token)), max(coalesce(finish, first_token)) "
+            "from stage_records").fetchone()
+        if n == 0:
+            raise IngestError(src.display, "no per-request records found")
+        dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
+        con.execute("insert into request_records select $id, * from stage_records", {"id": dataset_id})
+        name = self._unique_name(con, name)
+        paths = [r[0] for r in con.execute("select distinct path from stage_records order by 1").fetchall()]
+        failed = con.execute("select count(*) from stage_records where finished_reason in ('abort', 'error')"
+                             ).fetchone()[0]
+        report = LoadReport(file=src.display, status="loaded", dataset=name, dataset_id=dataset_id, format=kind,
+                            gzip=src.gzip, samples=int(n), start=_iso(t_min), end=_iso(t_max),
+                            time_source="samples", signals=["per-request records"], paths=paths,
+                            notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
+        con.execute(
+            "insert into datasets values ($id, $name, $digest, $source, $format, null, 'samples', $loaded_at, "
+            "0, $n, $t_min, $t_max, null, $summary)",
+            {"id": dataset_id, "name": name, "digest": digest, "source": src.display, "format": kind,
+             "loaded_at": datetime.now(UTC).replace(tzinfo=None), "n": int(n), "t_min": t_min, "t_max": t_max,
+             "summary": json.dumps(report.as_json())})
+        return report
+
     # -- reading -------------------------------------------------------------------------------
     def datasets(self):
         return self.cursor().execute(
@@ -265,6 +297,10 @@ class Workspace:
         with self.transaction() as con:
             con.execute("delete from samples where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from families where dataset_id = $id", {"id": dataset_id})
+            con.execute("delete from request_records where dataset_id = $id", {"id": dataset_id})
+            from app.cube import drop_cubes_for
+
+            drop_cubes_for(con, dataset_id)
             con.execute("delete from datasets where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from series where series_id not in (select distinct series_id from samples)")
 

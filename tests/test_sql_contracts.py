@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -27,6 +28,7 @@ DUMMY = {
     "VARCHAR[]": ["model_name"],
     "DOUBLE[]": [0.5],
     "JSON": "{}",
+    "STRUCT[]": [{"path": "*", "ttft_s": 0.5, "tpot_s": 0.05, "e2e_s": None, "queue_s": None, "target": 0.99}],
 }
 
 
@@ -39,7 +41,10 @@ def bound_ws() -> Iterator[Workspace]:
                      [(0, [1, 2], 0.3), (60, [3, 5], 1.1)])
     rows += samples("vllm:num_requests_running", labels, [(0, 1), (60, 2)])
     load(w, rows)
-    ensure_cube(w, None, 60, None)
+    cube_id = ensure_cube(w, None, 60, None)
+    # the per-window promise table the burn-rate query reads
+    sql.materialize(w.con, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=datetime(2000, 1, 1),
+                    end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], by_window=True, include_failed=True)
     yield w
     w.close()
 
@@ -64,9 +69,21 @@ def test_header(query: sql.Query) -> None:
         assert query.params[name] in DUMMY, f"@param {name}: unexpected type {query.params[name]}"
 
 
+FILE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "queries"
+
+
+def _params(query: sql.Query) -> dict:
+    params = {name: DUMMY[typ] for name, typ in query.params.items()}
+    if "path" in params:  # a query that reads a file binds on a small real file of its format
+        files = sorted(FILE_FIXTURES.glob(f"{query.name}.*"))
+        assert files, f"tests/fixtures/queries/{query.name}.<ext> is needed to bind {query.name}"
+        params["path"] = str(files[0])
+    return params
+
+
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
 def test_binds_and_returns_declared_columns(query: sql.Query, bound_ws: Workspace) -> None:
-    params = {name: DUMMY[typ] for name, typ in query.params.items()}
+    params = _params(query)
     con = bound_ws.con
     is_dml = query.sql.lstrip().lower().startswith(("insert", "delete", "update"))
     if is_dml:
@@ -89,8 +106,6 @@ def test_binds_and_returns_declared_columns(query: sql.Query, bound_ws: Workspac
 
 def test_every_query_is_used_by_the_code() -> None:
     """A query nobody calls is dead weight: each name appears in app/ outside sql.py."""
-    from pathlib import Path
-
     app_dir = Path(sql.__file__).parent
     code = "\n".join(p.read_text() for p in app_dir.rglob("*.py") if p.name != "sql.py")
     unused = [q.name for q in QUERIES if f'"{q.name}"' not in code]

@@ -64,3 +64,20 @@ create table if not exists settings (
     key varchar primary key,
     value json not null
 );
+
+-- per-request records (benchmarks, traces, the simulator): the exact joint breach share
+create table if not exists request_records (
+    dataset_id integer not null,
+    path varchar not null,
+    replica varchar,
+    arrival timestamp,
+    first_token timestamp,
+    finish timestamp,
+    ttft_s double,
+    tpot_s double,
+    e2e_s double,
+    queue_s double,
+    prompt_tokens bigint,
+    output_tokens bigint,
+    finished_reason varchar
+);

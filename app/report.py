@@ -1,0 +1,126 @@
+"""``headroom report``: the promise report over a time range, as JSON, Markdown or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+from app import promise as pm
+from app.store import Workspace
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """ISO-8601 (``2026-11-29T10:00:00Z``) or Unix seconds; returned as naive UTC."""
+    if not text:
+        return None
+    t = text.strip()
+    try:
+        return datetime.fromtimestamp(float(t), tz=UTC).replace(tzinfo=None)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"time {text!r}: expected ISO-8601 (2026-11-29T10:00:00Z) or Unix seconds") from None
+    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def _iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise],
+          start: datetime | None = None, end: datetime | None = None, include_failed: bool = True,
+          exact_joint: dict[str, float] | None = None) -> dict[str, Any]:
+    """The report document (README, "headroom report"): one entry per path with request histograms."""
+    start, end = pm.time_range(ws, cube_id, start, end)
+    frame = pm.shares(ws, cube_id, promises, start, end, include_failed=include_failed)
+    alerts = pm.burn_alerts(ws, cube_id, window_s, promises, start, end, include_failed=include_failed)
+    last_alerts = alerts.sort_values("window_start").groupby("path").tail(1).set_index("path")
+    paths = []
+    for _, row in frame.iterrows():
+        exact = (exact_joint or {}).get(row["path"])
+        doc = pm.path_report(row, exact_share=exact)
+        if row["path"] in last_alerts.index:
+            a = last_alerts.loc[row["path"]]
+            doc["alerts"] = {k: (a[k] if isinstance(a[k], str) else None) for k in pm.ALERT_RULES}
+            doc["alerts"]["at"] = _iso(a["window_start"] + _td(window_s))
+        paths.append(doc)
+    return {"start": _iso(start), "end": _iso(end), "window_s": window_s,
+            "include_failed": include_failed, "paths": paths}
+
+
+def _td(seconds: int) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{100 * x:.{digits}f} %"
+
+
+def _marginal_md(m: dict[str, Any] | None) -> str:
+    if m is None or m["share"] is None:
+        return "—"
+    interval = "exact" if m["exact"] else f"[{_pct(m['share_low'])}, {_pct(m['share_high'])}]"
+    basis = " per token" if m.get("basis") == "tokens" else ""
+    return f"{_pct(m['share'])}{basis} ({interval}) > {m['threshold_s']:g} s"
+
+
+def to_markdown(doc: dict[str, Any]) -> str:
+    lines = [f"Promise report {doc['start']} .. {doc['end']} (windows of {doc['window_s']} s; failed requests "
+             f"{'count as breaches' if doc['include_failed'] else 'excluded'})", ""]
+    lines += ["| path | requests | failed | TTFT breach | TPOT breach | joint breach | target | meets | budget left |",
+              "|---|---:|---:|---|---|---|---:|---|---:|"]
+    for p in doc["paths"]:
+        j = p["joint"]
+        joint = f"[{_pct(j['share_low'])}, {_pct(j['share_high'])}]"
+        if j["exact_share"] is not None:
+            joint += f", exact {_pct(j['exact_share'])}"
+        meets = {True: "yes", False: "no", None: "undetermined"}[p["meets_target"]]
+        budget = "n/a" if p["budget_remaining"] is None else f"{100 * p['budget_remaining']:.0f} %"
+        lines.append(
+            f"| {p['path']} | {p['requests']:.0f} | {p['failed_requests']:.0f} | {_marginal_md(p['ttft'])} | "
+            f"{_marginal_md(p['tpot'])} | {joint} | {_pct(p['target'], 1)} | {meets} | {budget} |"
+        )
+    notes = [p for p in doc["paths"] if p["tpot"] and p["tpot"].get("basis") == "tokens"]
+    if notes:
+        lines += ["", "TPOT \"per token\": the engine exports no per-request TPOT histogram; the share is of "
+                  "inter-token gaps, and the joint interval uses the request bound of methods.md 3.2."]
+    inexact = [p["path"] for p in doc["paths"] for k in ("ttft", "tpot") if p[k] and p[k]["exact"] is False]
+    if inexact:
+        lines += ["", "A threshold that is not a bucket bound gives an interpolated estimate and its hard "
+                  "interval; add the thresholds as bucket bounds (vLLM --custom-histogram-buckets) to make them exact."]
+    return "\n".join(lines)
+
+
+CSV_FIELDS = ["path", "requests", "failed_requests", "ttft_threshold_s", "ttft_share", "ttft_share_low",
+              "ttft_share_high", "ttft_exact", "tpot_threshold_s", "tpot_share", "tpot_share_low", "tpot_share_high",
+              "tpot_exact", "tpot_basis", "joint_share_low", "joint_share_high", "joint_exact_share", "target",
+              "attainment_low", "attainment_high", "meets_target", "budget_remaining"]
+
+
+def to_csv(doc: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for p in doc["paths"]:
+        row: dict[str, Any] = {k: p.get(k) for k in ("path", "requests", "failed_requests", "target",
+                                                     "attainment_low", "attainment_high", "meets_target",
+                                                     "budget_remaining")}
+        for sig in ("ttft", "tpot"):
+            m = p[sig] or {}
+            row[f"{sig}_threshold_s"] = m.get("threshold_s")
+            row[f"{sig}_share"] = m.get("share")
+            row[f"{sig}_share_low"] = m.get("share_low")
+            row[f"{sig}_share_high"] = m.get("share_high")
+            row[f"{sig}_exact"] = m.get("exact")
+        row["tpot_basis"] = (p["tpot"] or {}).get("basis")
+        row["joint_share_low"] = p["joint"]["share_low"]
+        row["joint_share_high"] = p["joint"]["share_high"]
+        row["joint_exact_share"] = p["joint"]["exact_share"]
+        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()
