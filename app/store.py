@@ -164,13 +164,10 @@ class Workspace:
 
     def load_frame(self, frame: Any, name: str) -> LoadReport:
         """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset."""
-        import pandas as pd
+        from app.ingest.frame import digest_frame, stage_frame
 
-        from app.ingest.frame import stage_frame
-
-        digest = "frame:" + hashlib.sha256(
-            pd.util.hash_pandas_object(frame.astype({"labels": str}), index=False).to_numpy().tobytes()
-        ).hexdigest()
+        with self._lock:
+            digest = digest_frame(self.con, frame)
         src = ingest.Source(path=Path(name), display=name, original=Path(name))
         return self._load(name, digest, name, lambda con: stage_frame(con, frame), src)
 

@@ -1,7 +1,8 @@
 """Stage samples held in a pandas DataFrame (simulator output, tests, other tools' frames).
 
 Columns: ``metric`` (sample name), ``labels`` (dict, or a JSON object string), ``ts``
-(datetime, UTC, or Unix seconds) and ``value``.
+(datetime, UTC, or Unix seconds) and ``value``. The frame is scanned by DuckDB in place; only a
+column of dicts is turned into JSON strings first.
 """
 
 from __future__ import annotations
@@ -14,34 +15,47 @@ import pandas as pd
 from app.ingest.base import Staged
 
 
+def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[["metric", "labels", "ts", "value"]]
+    first = out["labels"].iloc[0] if len(out) else None
+    if isinstance(first, dict):
+        out = out.assign(labels=out["labels"].map(lambda d: json.dumps(d, sort_keys=True)))
+    ts = out["ts"]
+    if not pd.api.types.is_datetime64_any_dtype(ts):
+        out = out.assign(ts=pd.to_datetime(ts.astype(float), unit="s"))
+    elif getattr(ts.dt, "tz", None) is not None:
+        out = out.assign(ts=ts.dt.tz_convert("UTC").dt.tz_localize(None))
+    return out
+
+
+def digest_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> str:
+    """An order-independent content digest of the frame's samples (vectorized, for idempotent loads)."""
+    con.register("frame_digest_input", _prepared(frame))
+    try:
+        n, h = con.execute(
+            "select count(*), sum(hash(metric::varchar, labels::varchar, ts::timestamp, value::double)::hugeint) "
+            "from frame_digest_input").fetchall()[0]
+    finally:
+        con.unregister("frame_digest_input")
+    return f"frame:{n}:{h}"
+
+
 def stage_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> Staged:
     """Create ``stage_keys``/``stage_points``/``stage_families`` from ``frame``."""
-    labels = frame["labels"].map(lambda d: d if isinstance(d, str) else json.dumps(d, sort_keys=True))
-    ts = frame["ts"]
-    if not pd.api.types.is_datetime64_any_dtype(ts):
-        ts = pd.to_datetime(ts.astype(float), unit="s")
-    elif getattr(ts.dt, "tz", None) is not None:
-        ts = ts.dt.tz_convert("UTC").dt.tz_localize(None)
-    staged = pd.DataFrame({
-        "metric": frame["metric"].astype(str).to_numpy(),
-        "labels_json": labels.to_numpy(),
-        "ts": ts.to_numpy(),
-        "value": frame["value"].astype(float).to_numpy(),
-        "src_line": range(1, len(frame) + 1),
-    })
-    con.register("frame_input", staged)
+    con.register("frame_input", _prepared(frame))
     try:
         con.execute(
             "create or replace temp table stage_points as "
-            "select metric || labels_json as series_key, ts::timestamp as ts, value, src_line from frame_input"
+            "select metric::varchar || labels::varchar as series_key, ts::timestamp as ts, value::double as value, "
+            "row_number() over () as src_line from frame_input"
         )
         con.execute(
             "create or replace temp table stage_keys as "
-            "select distinct metric || labels_json as series_key, metric, "
-            "cast(cast(labels_json as json) as map(varchar, varchar)) as labels from frame_input"
+            "select series_key, metric, cast(cast(labels as json) as map(varchar, varchar)) as labels from ("
+            "select distinct metric::varchar || labels::varchar as series_key, metric::varchar as metric, "
+            "labels::varchar as labels from frame_input)"
         )
     finally:
         con.unregister("frame_input")
-    con.execute("create or replace temp table stage_families "
-                "(family varchar, mtype varchar, help varchar)")
+    con.execute("create or replace temp table stage_families (family varchar, mtype varchar, help varchar)")
     return Staged(format="frame", time_source="samples")

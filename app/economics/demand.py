@@ -1,0 +1,201 @@
+"""The observed demand, reconstructed from the metrics, and synthesised again for a scenario.
+
+vLLM exports no arrival counter. Demand per path and minute comes from the TTFT ``_count``
+increases (first tokens), shifted back by the window's mean TTFT (finish-time counters lag more).
+A scrape gap puts all its first tokens into the window after it; they are spread back evenly over
+the gap. Prompt and output lengths come from the ``request_prompt_tokens`` and
+``request_generation_tokens`` histograms: a lognormal is fitted to each path's bucket counts
+(interval-censored maximum likelihood), and a request's length is drawn by picking a bucket with the
+observed bucket shares and then a value inside it from the fitted shape (uniform sampling inside
+buckets was 25 % off at high N' in a prototype). The open top bucket takes the fitted tail, cut at
+``max_model_len``; its mean is reported against the one the histogram ``_sum`` implies.
+
+Assumptions (stated in the scenario output): arrivals are Poisson inside a minute; prompt and output
+lengths are independent; the length mix of a path is the same all day.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from app import sql
+from app.cube import ensure_cube
+from app.store import Workspace
+
+DEMAND_WINDOW_S = 60
+
+
+@dataclass
+class LengthDistribution:
+    """Lengths (tokens) of one path: bucket bounds with their observed shares, and a fitted lognormal."""
+
+    bounds: np.ndarray  # finite upper bounds, ascending
+    shares: np.ndarray  # share of requests per bucket, the last entry is the open top bucket
+    mu: float
+    sigma: float
+    count: float
+    mean_observed: float  # _sum / _count
+    max_len: int
+
+    @classmethod
+    def fit(cls, le: np.ndarray, cumulative: np.ndarray, count: float, total: float, max_len: int,
+            min_len: int = 1) -> LengthDistribution:
+        order = np.argsort(le)
+        le, cumulative = np.asarray(le, float)[order], np.asarray(cumulative, float)[order]
+        finite = np.isfinite(le)
+        bounds, cum = le[finite], cumulative[finite]
+        n_total = cumulative[~finite].max() if (~finite).any() else count
+        per_bucket = np.diff(np.concatenate([[0.0], cum, [n_total]]))
+        per_bucket = np.maximum(per_bucket, 0)
+        if n_total <= 0:
+            raise ValueError("length histogram without observations")
+        edges = np.concatenate([[min_len - 0.5], bounds + 0.5, [np.inf]])
+        mean = total / count if count > 0 else float("nan")
+
+        def nll(theta: np.ndarray) -> float:
+            mu, log_sigma = theta
+            sigma = math.exp(log_sigma)
+            cdf = stats.norm.cdf((np.log(np.maximum(edges, 1e-9)) - mu) / sigma)
+            p = np.maximum(np.diff(cdf), 1e-300)
+            return float(-(per_bucket * np.log(p)).sum())
+
+        start = np.array([math.log(max(mean, 2.0)) if math.isfinite(mean) else 5.0, math.log(0.8)])
+        res = optimize.minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-9})
+        return cls(bounds=bounds, shares=per_bucket / per_bucket.sum(), mu=float(res.x[0]),
+                   sigma=float(math.exp(res.x[1])), count=float(n_total), mean_observed=mean, max_len=max_len)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` lengths: a bucket by the observed shares, then the fitted shape inside it."""
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        bucket = rng.choice(len(self.shares), size=n, p=self.shares)
+        lower = np.concatenate([[0.5], self.bounds + 0.5])[bucket]
+        upper = np.concatenate([self.bounds + 0.5, [self.max_len + 0.5]])[bucket]
+        upper = np.maximum(upper, lower + 1e-6)
+        dist = stats.lognorm(s=self.sigma, scale=math.exp(self.mu))
+        lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
+        # where the fit puts no mass inside the bucket, fall back to uniform inside it
+        flat = hi_cdf - lo_cdf < 1e-12
+        u = rng.uniform(size=n)
+        x = np.where(flat, lower + u * (upper - lower), dist.ppf(lo_cdf + u * np.where(flat, 0, hi_cdf - lo_cdf)))
+        return np.clip(np.rint(x), 1, self.max_len).astype(np.int64)
+
+    def model_mean(self, rng: np.random.Generator, n: int = 20000) -> float:
+        return float(self.sample(n, rng).mean())
+
+
+@dataclass
+class PathDemand:
+    name: str
+    window_start: np.ndarray  # unix seconds of each demand window
+    requests: np.ndarray  # first tokens per window, gaps spread back
+    ttft_mean_s: np.ndarray
+    prompt: LengthDistribution
+    output: LengthDistribution
+
+
+@dataclass
+class Demand:
+    """Observed demand of every path on a common minute grid."""
+
+    origin: float  # unix seconds of the first window start
+    window_s: int
+    paths: list[PathDemand]
+    replicas: np.ndarray  # replicas reporting per window (max over paths)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return float(len(self.replicas) * self.window_s)
+
+    def requests_total(self) -> dict[str, float]:
+        return {p.name: float(p.requests.sum()) for p in self.paths}
+
+
+def _spread_gaps(grid: pd.DatetimeIndex, observed: pd.Series) -> tuple[np.ndarray, int]:
+    """Counts on ``grid``; a run of missing windows shares evenly the count of the window after it."""
+    values = observed.reindex(grid)
+    out = values.to_numpy(dtype=float, na_value=np.nan).copy()
+    gaps, run = 0, 0
+    for i in range(len(out)):
+        if np.isnan(out[i]):
+            run += 1
+            continue
+        if run:
+            share = out[i] / (run + 1)
+            out[i - run:i + 1] = share
+            gaps += 1
+        run = 0
+    out[np.isnan(out)] = 0.0
+    return out, gaps
+
+
+def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str],
+                    max_model_len: int = 32768) -> Demand:
+    """Reconstruct per-path demand of ``dataset_ids`` on a 1-minute grid."""
+    cube_id = ensure_cube(ws, dataset_ids, DEMAND_WINDOW_S, path_labels)
+    windows = sql.df(ws.cursor(), "demand__path_windows", cube_id=cube_id)
+    if windows.empty:
+        raise ValueError("no TTFT histogram: the demand per window cannot be reconstructed")
+    start, end = windows["window_start"].min(), windows["window_start"].max()
+    lengths = sql.df(ws.cursor(), "demand__length_buckets", cube_id=cube_id, start_ts=start.to_pydatetime(),
+                     end_ts=(end + pd.Timedelta(seconds=DEMAND_WINDOW_S)).to_pydatetime())
+    grid = pd.date_range(start, end, freq=f"{DEMAND_WINDOW_S}s")
+    paths, notes = [], []
+    replicas = np.zeros(len(grid))
+    for name, part in windows.groupby("path", sort=True):
+        part = part.set_index("window_start")
+        counts, gaps = _spread_gaps(grid, part["requests"])
+        if gaps:
+            notes.append(f"{name}: {gaps} scrape gap(s): their first tokens were spread back over the gap")
+        ttft = part["ttft_mean_s"].reindex(grid).ffill().fillna(0).to_numpy()
+        replicas = np.maximum(replicas, part["replicas"].reindex(grid).fillna(0).to_numpy())
+        dists = {}
+        for signal in ("prompt_tokens", "generation_tokens"):
+            b = lengths[(lengths["path"] == name) & (lengths["signal"] == signal)]
+            if b.empty:
+                raise ValueError(f"path {name}: no {signal} histogram, so request lengths are unknown")
+            dists[signal] = LengthDistribution.fit(b["le"].to_numpy(), b["cumulative"].to_numpy(),
+                                                   float(b["total_count"].iloc[0]), float(b["total_sum"].iloc[0]),
+                                                   max_model_len)
+        paths.append(PathDemand(name=str(name),
+                                window_start=grid.to_numpy().astype("datetime64[s]").astype(float),
+                                requests=counts, ttft_mean_s=ttft, prompt=dists["prompt_tokens"],
+                                output=dists["generation_tokens"]))
+    # a restart or a gap leaves windows with no replica reporting: carry the count across them
+    replicas = pd.Series(replicas).replace(0, np.nan).ffill().bfill().to_numpy()
+    return Demand(origin=float(grid[0].timestamp()), window_s=DEMAND_WINDOW_S, paths=paths,
+                  replicas=replicas, notes=notes)
+
+
+def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed: int = 0,
+               max_model_len: int = 32768) -> dict[str, np.ndarray]:
+    """Requests of a scenario: arrival (seconds from ``demand.origin``), path index, prompt and output
+    tokens. The observed count of a window is kept at g = 1; g != 1 scales it by binomial thinning or
+    whole copies plus thinning. Arrival times are uniform inside the window (Poisson given the
+    count), shifted back by the window's mean TTFT."""
+    rng = np.random.default_rng([seed, 7])
+    parts = []
+    for k, p in enumerate(demand.paths):
+        base = np.rint(p.requests).astype(np.int64)
+        whole, frac = int(math.floor(traffic)), traffic - math.floor(traffic)
+        n = base * whole + rng.binomial(base, frac) if frac > 0 else base * whole
+        total = int(n.sum())
+        idx = np.repeat(np.arange(len(n)), n)
+        start = idx * demand.window_s - p.ttft_mean_s[idx]
+        arrival = start + rng.uniform(0, demand.window_s, total)
+        prompt = p.prompt.sample(total, rng)
+        if context != 1.0:
+            prompt = np.minimum(np.rint(prompt * context), max_model_len - 64).astype(np.int64)
+        output = p.output.sample(total, rng)
+        output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
+        parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,
+                      "output_tokens": output})
+    merged = {key: np.concatenate([d[key] for d in parts]) for key in parts[0]}
+    order = np.argsort(merged["arrival_s"], kind="stable")
+    return {key: v[order] for key, v in merged.items()}

@@ -1,0 +1,142 @@
+"""Scenario replay: the observed demand, scaled, through N' modelled replicas.
+
+The twin is the project's request- and step-level engine (``app.simulator``: router, FCFS admission
+under the KV limit, chunked prefill with a per-step token budget, preemption, backlog carried from
+one window to the next) run with the parameters fitted from the operator's metrics
+(:mod:`app.economics.capacity`) on requests synthesised from the observed demand
+(:mod:`app.economics.demand`). Each scenario runs with several seeds; the spread is part of the
+interval. Shares follow vLLM's observation times: TTFT by first token, TPOT and the joint promise by
+finish, like the histograms the observed shares come from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from app.economics.capacity import ReplicaModel
+from app.economics.demand import Demand, synthesize
+from app.simulator.config import EngineConfig, FleetConfig, StepTime
+from app.simulator.fleet import run_fleet
+from app.simulator.records import NO_TIME, run_arrays
+from app.simulator.trace import PathSpec, Trace, TrafficSpec
+
+WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A path's promise in seconds (None = not part of the promise)."""
+
+    ttft_s: float | None
+    tpot_s: float | None
+
+
+@dataclass
+class RunShares:
+    """Breach counts of one replay run per path: over everything, and per window (for calibration)."""
+
+    requests: dict[str, int]
+    ttft: dict[str, float]
+    tpot: dict[str, float]
+    joint: dict[str, float]
+    windows: dict[str, dict[str, np.ndarray]]  # path -> {"ttft_breached", "first_tokens", ...} per window
+    sim_seconds: float
+
+
+def twin_config(model: ReplicaModel, replicas: int, max_model_len: int = 32768) -> FleetConfig:
+    a = model.assumptions
+    engine = EngineConfig(
+        model="twin",
+        max_num_seqs=model.max_num_seqs,
+        max_num_batched_tokens=model.max_num_batched_tokens,
+        block_size=model.block_size,
+        num_gpu_blocks=max(1, int(model.kv_tokens // model.block_size)),
+        max_model_len=max_model_len,
+    )
+    step = StepTime(
+        base_s=model.step_base_s * a.tpot_scale,
+        per_decode_seq_s=model.step_per_seq_s * a.tpot_scale,
+        per_prefill_token_s=model.step_per_prefill_token_s * a.prefill_scale,
+        per_context_token_s=model.step_per_context_token_s * a.tpot_scale,
+        per_prefill_pair_s=model.step_per_prefill_pair_s * a.prefill_scale,
+        noise_sigma=0.0,
+        frontend_s=0.0,
+        frontend_per_token_s=0.0,
+    )
+    return FleetConfig(replicas=replicas, router=a.router, engine=engine, step=step, scrape_interval_s=60.0)
+
+
+def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
+    specs = tuple(PathSpec(name=p.name, served_name=p.name, mean_rate=0.0, peak_to_trough=1.0, peak_hour_utc=0.0,
+                           prompt_median=1.0, prompt_sigma=0.0) for p in demand.paths)
+    arrival = requests["arrival_s"] + WARMUP_S
+    keep = arrival >= 0
+    n = int(keep.sum())
+    return Trace(origin=demand.origin - WARMUP_S, duration_s=demand.duration_s + WARMUP_S, warmup_s=WARMUP_S,
+                 arrival_s=arrival[keep], path=requests["path"][keep], prompt_tokens=requests["prompt_tokens"][keep],
+                 output_tokens=requests["output_tokens"][keep], hits_max=np.zeros(n, dtype=bool),
+                 request_id=np.arange(n, dtype=np.int64), spec=TrafficSpec(paths=specs, max_model_len=max_model_len),
+                 seed=seed)
+
+
+def _with_warmup(demand: Demand, reqs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """Prepend the first WARMUP_S of demand before the export starts (a stationary start)."""
+    first = reqs["arrival_s"] < WARMUP_S
+    early = {k: v[first] for k, v in reqs.items()}
+    early["arrival_s"] = early["arrival_s"] - WARMUP_S
+    merged = {k: np.concatenate([early[k], reqs[k]]) for k in reqs}
+    order = np.argsort(merged["arrival_s"], kind="stable")
+    return {k: v[order] for k, v in merged.items()}
+
+
+def outcomes(run: object) -> dict[str, np.ndarray]:
+    """Per-request outcomes of a twin run: times in seconds since the trace origin (NaN if never)."""
+    d = run_arrays(run)  # type: ignore[arg-type]
+    for key in ("first_token", "finish"):
+        us = d[f"{key}_us"]
+        d[key] = np.where(us == NO_TIME, np.nan, us / 1e6)
+    return d
+
+
+def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+           traffic: float = 1.0, context: float = 1.0, seed: int = 0, max_model_len: int = 32768) -> RunShares:
+    """One replay run of a scenario."""
+    reqs = _with_warmup(demand, synthesize(demand, traffic, context, seed, max_model_len), seed)
+    trace = _trace(demand, reqs, seed, max_model_len)
+    run = run_fleet(trace, twin_config(model, replicas, max_model_len), seed=seed, drain=True)
+    d = outcomes(run)
+    in_export = lambda t: (t >= WARMUP_S) & (t < WARMUP_S + demand.duration_s)  # noqa: E731
+    names = trace.path_names
+    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=run.sim_seconds)
+    n_windows = int(round(demand.duration_s / demand.window_s))
+    for k, name in enumerate(names):
+        th = thresholds.get(name)
+        if th is None:
+            continue
+        is_path = d["path"] == k
+        first = is_path & ~np.isnan(d["first_token"]) & in_export(d["first_token"])
+        done = is_path & d["finished"] & in_export(d["finish"])
+        ttft_b = d["ttft_s"] > th.ttft_s if th.ttft_s is not None else np.zeros(len(d["ttft_s"]), bool)
+        tpot_b = d["tpot_s"] > th.tpot_s if th.tpot_s is not None else np.zeros(len(d["tpot_s"]), bool)
+        joint_b = ttft_b | tpot_b
+        out.requests[name] = int(first.sum())
+        out.ttft[name] = float(ttft_b[first].mean()) if first.any() else math.nan
+        out.tpot[name] = float(tpot_b[done].mean()) if done.any() else math.nan
+        out.joint[name] = float(joint_b[done].mean()) if done.any() else math.nan
+        wf = ((d["first_token"][first] - WARMUP_S) // demand.window_s).astype(int)
+        wd = ((d["finish"][done] - WARMUP_S) // demand.window_s).astype(int)
+        out.windows[name] = {
+            "first_tokens": np.bincount(wf, minlength=n_windows)[:n_windows],
+            "ttft_breached": np.bincount(wf, weights=ttft_b[first], minlength=n_windows)[:n_windows],
+            "finished": np.bincount(wd, minlength=n_windows)[:n_windows],
+            "joint_breached": np.bincount(wd, weights=joint_b[done], minlength=n_windows)[:n_windows],
+        }
+    return out
+
+
+def with_scales(model: ReplicaModel, tpot_scale: float, prefill_scale: float) -> ReplicaModel:
+    return replace(model, assumptions=replace(model.assumptions, tpot_scale=tpot_scale, prefill_scale=prefill_scale))
