@@ -191,6 +191,98 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+# -- scenarios -------------------------------------------------------------------------------------
+def _replica_range(text: str) -> list[int]:
+    """``2:12`` (inclusive), ``2:12:2`` or ``3,4,6``."""
+    try:
+        if ":" in text:
+            parts = [int(x) for x in text.split(":")]
+            start, stop, step = (parts + [1])[:3]
+            out = list(range(start, stop + 1, step))
+        else:
+            out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--replicas {text!r}: expected FROM:TO[:STEP] or a comma-separated list") from None
+    if not out or min(out) < 1:
+        raise ValueError(f"--replicas {text!r}: replica counts must be >= 1")
+    return out
+
+
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected comma-separated numbers") from None
+    if not out or min(out) <= 0:
+        raise ValueError(f"{flag} {text!r}: multipliers must be > 0")
+    return out
+
+
+def _prices(args: argparse.Namespace) -> Any:
+    from app.economics.money import Prices
+
+    breach = {}
+    for item in args.breach_price or []:
+        path, sep, usd = item.rpartition("=")
+        try:
+            breach[path if sep else "*"] = float(usd)
+        except ValueError:
+            raise ValueError(f"--breach-price {item!r}: expected PATH=USD") from None
+    if args.replica_hour_price is not None:
+        return Prices(replica_hour=args.replica_hour_price, breach=breach, horizon_hours=args.horizon_hours)
+    if args.gpu_hour_price is None or args.gpus_per_replica is None:
+        raise ValueError("give --replica-hour-price USD, or --gpu-hour-price USD with --gpus-per-replica N")
+    return Prices.from_gpu(args.gpu_hour_price, args.gpus_per_replica, breach, args.horizon_hours)
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from app.economics import decision, scenarios
+    from app.economics.capacity import Assumptions
+    from app.economics.money import Prices
+
+    try:
+        replicas = _replica_range(args.replicas)
+        traffic = _floats(args.traffic, "--traffic")
+        context = _floats(args.context, "--context")
+        promises = _promises(args)
+        prices = _prices(args)
+    except ValueError as exc:
+        sys.stderr.write(f"headroom scenarios: {exc}\n")
+        return 2
+    assumptions = Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                              router=args.router)
+    with _workspace(args) as ws:
+        ids, reports = _load_for_analysis(ws, args.files)
+        if not ids:
+            sys.stderr.write("headroom scenarios: no dataset loaded\n")
+            return 1
+        labels = args.path_label or ws.path_labels()
+        progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
+        try:
+            if progress:
+                progress("fitting the replica model and the demand, calibrating at the observed fleet size")
+            analysis = scenarios.analyse(ws, ids, promises, labels, assumptions,
+                                         observed_replicas=args.observed_replicas, calibrate=not args.no_calibrate)
+            star = prices.breach.get("*")
+            if star is not None:
+                prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
+                                prices.horizon_hours)
+            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress)
+            doc = decision.document(analysis, predictions, prices, split=args.cost_split)
+        except ValueError as exc:
+            sys.stderr.write(f"headroom scenarios: {exc}\n")
+            return 1
+    from app.economics import render
+
+    if args.format == "json":
+        _write(json.dumps(doc, indent=2, default=_json_default))
+    elif args.format == "csv":
+        _write(render.scenarios_csv(doc))
+    else:
+        _write(render.scenarios_markdown(doc))
+    return 1 if any(r.status == "failed" for r in reports) else 0
+
+
 # -- dashboard -----------------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
     import os
@@ -204,13 +296,6 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                 "--server.headless", "true" if args.headless else "false",
                 "--browser.gatherUsageStats", "false", *args.streamlit_args]
     return int(stcli.main() or 0)
-
-
-# -- simulate ------------------------------------------------------------------------------------
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from app.simulator.cli import main as simulate_main
-
-    return int(simulate_main(args.sim_args) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -246,6 +331,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(pr, default_memory=True)
     pr.set_defaults(func=cmd_report)
 
+    pn = sub.add_parser("scenarios", help="headroom cost against breach cost for capacity scenarios")
+    pn.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
+    pn.add_argument("--replicas", required=True, help="replica counts: FROM:TO[:STEP] or a list, e.g. 2:12")
+    pn.add_argument("--traffic", default="1.0", help="traffic multipliers, e.g. 0.5,1.0,1.5 (default 1.0)")
+    pn.add_argument("--context", default="1.0", help="context-length multipliers, e.g. 1.0,1.5 (default 1.0)")
+    pn.add_argument("--gpu-hour-price", type=float, help="USD per GPU-hour (with --gpus-per-replica)")
+    pn.add_argument("--gpus-per-replica", type=float, help="GPUs per replica")
+    pn.add_argument("--replica-hour-price", type=float, help="USD per replica-hour (instead of the GPU prices)")
+    pn.add_argument("--breach-price", action="append", help="PATH=USD: price of one breached request of a path "
+                    "(no PATH: every path)")
+    pn.add_argument("--promise", action="append", help="[PATH=]TTFT_S/TPOT_S[@TARGET]")
+    pn.add_argument("--preset", action="append", help="[PATH=]NAME of a promise preset")
+    pn.add_argument("--horizon-hours", type=float, default=720.0, help="hours the decision covers (default 720)")
+    pn.add_argument("--observed-replicas", type=int, help="replicas behind the data (default: inferred)")
+    pn.add_argument("--cost-split", choices=["requests", "equal"], default="requests",
+                    help="how a path's share of the fleet cost is set (default: by requests)")
+    pn.add_argument("--seeds", type=int, default=3, help="replay seeds per scenario (default 3)")
+    pn.add_argument("--no-calibrate", action="store_true", help="do not scale the twin to the observed means")
+    pn.add_argument("--max-num-seqs", type=int, default=256, help="assumed batch cap (vLLM default 256)")
+    pn.add_argument("--max-num-batched-tokens", type=int, default=8192,
+                    help="assumed chunked-prefill token budget per step (vLLM default 8192)")
+    pn.add_argument("--router", default="least_outstanding",
+                    choices=["least_outstanding", "round_robin", "random", "power_of_two"],
+                    help="assumed routing policy")
+    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
+    _add_db(pn, default_memory=True)
+    pn.set_defaults(func=cmd_scenarios)
+
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)
     pd_.add_argument("--headless", action="store_true", help="do not open a browser")
@@ -253,14 +368,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(pd_)
     pd_.set_defaults(func=cmd_dashboard)
 
-    ps = sub.add_parser("simulate", help="run the fleet simulator (regenerates the bundled sample)",
-                        add_help=False)
-    ps.add_argument("sim_args", nargs=argparse.REMAINDER)
-    ps.set_defaults(func=cmd_simulate)
+    # parsed by app.simulator.cli (see main); listed here for `headroom --help`
+    sub.add_parser("simulate", help="run the fleet simulator (regenerates the bundled sample: "
+                   "headroom simulate --seed 7 --out data/sample)", add_help=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["simulate"]:  # the simulator parses its own flags (including --help)
+        from app.simulator.cli import main as simulate_main
+
+        return int(simulate_main(argv[1:]) or 0)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from app.cube import ensure_cube
 from app.economics.capacity import Assumptions, ReplicaModel, fit_replica
 from app.economics.demand import Demand, observed_demand
 from app.economics.replay import RunShares, Thresholds, replay
 from app.promise import Promise, shares, time_range
-from app.cube import ensure_cube
 from app.store import Workspace
 
 CALIBRATION_ROUNDS = 2

@@ -1,0 +1,609 @@
+"""One vLLM-V1-like engine replica, advanced event by event rather than step by step.
+
+Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):
+
+1. RUNNING requests in admission order each ask for their next tokens: 1 for a decoding request, the
+   rest of the prompt (capped by what is left of ``max_num_batched_tokens``) for a request still in
+   prefill. KV blocks are allocated as tokens are computed (a request holds ceil(tokens / 16)
+   blocks). When the pool cannot supply a block, the most recently admitted running request is
+   preempted: its blocks are freed, it goes to the FRONT of the waiting queue and will recompute
+   prompt + generated tokens as a fresh prefill. If it was the requester itself, the pass stops.
+2. Only if nothing was preempted, WAITING requests are admitted in FCFS order while a batch slot
+   (``max_num_seqs``), token budget and free KV blocks for the whole prompt remain
+   (``scheduler_reserve_full_isl``, on by default; only the first chunk's blocks are allocated
+   now); the first that does not fit blocks the queue.
+
+Step duration: :class:`app.simulator.config.StepTime`.
+
+Why it is fast: between events the batch is constant, so every decoding request gains one token per
+step and the step time grows linearly with the step index (each step adds one token of context per
+request). Such a *stretch* of k steps is advanced in closed form: a request's token count is
+``S + q`` (``S`` = the replica's step counter, ``q`` fixed while it decodes), finishes sit in a heap
+keyed by step number, KV block demand comes from counts of requests per ``q mod 16`` class, and the
+inter-token-latency histogram gets the stretch's k step times, counted per bucket arithmetically.
+Steps that admit, prefill, preempt or follow a skipped decode are simulated one by one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import bisect_left, insort
+from collections import deque
+
+import numpy as np
+
+from app.simulator.config import EngineConfig, StepTime
+
+INF = math.inf
+NAN = math.nan
+
+# plan kinds: what the replica is doing until ``plan_end``
+IDLE, WAKE, STRETCH, STEP = 0, 1, 2, 3
+
+REASON_STOP, REASON_LENGTH, REASON_ABORT = 0, 1, 2
+
+
+class Requests:
+    """Per-request inputs and outcomes shared by the replicas, as Python lists (fast scalar access).
+
+    Times are seconds since the trace origin; NaN until the event happens.
+    """
+
+    def __init__(self, arrival: np.ndarray, path: np.ndarray, prompt: np.ndarray, target: np.ndarray,
+                 hits_max: np.ndarray, step: StepTime):
+        n = len(arrival)
+        self.n = n
+        self.arrival = arrival.tolist()
+        self.path = path.tolist()
+        self.prompt = prompt.tolist()
+        self.target = target.tolist()
+        self.hits_max = hits_max.tolist()
+        self.eng_arrival = (arrival + step.frontend_s + step.frontend_per_token_s * prompt).tolist()
+        self.replica = [-1] * n
+        self.sched_t = [NAN] * n  # first time scheduled (vLLM's scheduled_ts)
+        self.first_t = [NAN] * n
+        self.finish_t = [NAN] * n
+        self.gen = [0] * n  # tokens generated (materialised at preemption, crash and finish)
+        self.to_prefill = prompt.tolist()  # tokens the next (re)prefill computes: prompt + gen
+        self.npre = [0] * n
+        self.reason = [-1] * n  # -1 in flight, else REASON_*
+        self.lost = [False] * n  # in flight when its replica crashed: the engine never reported it
+        self.last_tok = [NAN] * n  # last token time of a preempted request
+
+
+class StepCounters:
+    """Step-level observations of one replica per scrape-grid interval (index g holds what happened in
+    (grid[g-1], grid[g]]): inter-token latencies and generated tokens per path, tokens per step,
+    preemptions, and the gauges a scrape at grid[g] reads."""
+
+    def __init__(self, n_grid: int, n_paths: int, itl_bounds: list[float], iter_bounds: list[float]):
+        self.itl_bounds = itl_bounds
+        self.iter_bounds = iter_bounds
+        self.itl = np.zeros((n_grid, n_paths, len(itl_bounds) + 1))
+        self.itl_sum = np.zeros((n_grid, n_paths))
+        self.gen_tokens = np.zeros((n_grid, n_paths))
+        self.iter = np.zeros((n_grid, len(iter_bounds) + 1))
+        self.iter_sum = np.zeros(n_grid)
+        self.preemptions = np.zeros(n_grid)
+        self.gauges = np.zeros((n_grid, 3))  # running, waiting, kv usage (0-1)
+
+
+class Replica:
+    """One engine. The fleet calls :meth:`enqueue` at routing time and :meth:`process` whenever global
+    time reaches :attr:`plan_end`; everything else is internal."""
+
+    def __init__(self, index: int, engine: EngineConfig, step: StepTime, reqs: Requests,
+                 counters: StepCounters, grid0: float, grid_dt: float, seed: int, bulk: bool = True):
+        self.index = index
+        self.reqs = reqs
+        self.counters = counters
+        self.grid0, self.grid_dt = grid0, grid_dt
+        self.n_grid = counters.gauges.shape[0]
+        self.bs = engine.block_size
+        self.nb = engine.num_gpu_blocks
+        self.max_seqs = engine.max_num_seqs
+        self.budget = engine.max_num_batched_tokens
+        self.reserve_full = engine.reserve_full_prompt
+        self.a, self.b = step.base_s, step.per_decode_seq_s
+        self.c, self.d, self.e = step.per_prefill_token_s, step.per_context_token_s, step.per_prefill_pair_s
+        self.sigma = step.noise_sigma
+        self.rng = random.Random(seed)
+        self.bulk = bulk
+        self.up = True
+        self.reset(0.0)
+
+    # -- state ---------------------------------------------------------------------------------------
+    def reset(self, t: float) -> None:
+        """A fresh engine at time ``t`` (start, or ready after a restart)."""
+        self.S = 0  # steps executed
+        self.T = t  # end of the last executed step (or wake time)
+        self.used = 0  # KV blocks allocated
+        self.running: dict[int, None] = {}  # admission order; popitem() = most recently admitted
+        self.waiting: deque[int] = deque()
+        self.inbox: list[tuple[float, int]] = []  # (engine arrival, id) sorted, not yet seen by the scheduler
+        self.dec: dict[int, int] = {}  # decoding request -> q (its token count is S + q)
+        self.ncls = [0] * self.bs  # decoding requests per class (q - 1) mod block_size
+        self.ndec_path = [0] * self.counters.itl.shape[1]
+        self.sum_q = 0
+        self.pf: dict[int, int] = {}  # running request in prefill -> tokens computed
+        self.heap: list[tuple[int, int, int]] = []  # (finish step, id, q at push)
+        self.lag: dict[int, float] = {}  # decoding requests skipped by the last step -> last token time
+        self.plan = IDLE
+        self.plan_end = INF
+        self.gauges = (0, 0, 0.0)
+        # stretch parameters
+        self.k = 0
+        self.s_A = self.s_delta = self.s_f = 0.0
+        self.s_prefix: list[int] = []
+        self.s_n = 0
+        # detailed step outcome, applied at plan_end
+        self.st_dec: list[int] | None = None
+        self.st_pf: list[tuple[int, int, int]] = []
+        self.st_dur = 0.0
+        self.st_tokens = 0
+        self.st_preempt = 0
+
+    def outstanding(self) -> int:
+        """Requests routed here and not finished (what a least-outstanding router counts)."""
+        return len(self.inbox) + len(self.waiting) + len(self.running)
+
+    def _grid_index(self, t: float) -> int:
+        g = math.ceil((t - self.grid0) / self.grid_dt - 1e-9)
+        return 0 if g < 0 else (g if g < self.n_grid else self.n_grid - 1)
+
+    def _noise(self) -> float:
+        return self.rng.lognormvariate(0.0, self.sigma) if self.sigma > 0 else 1.0
+
+    # -- entry points --------------------------------------------------------------------------------
+    def enqueue(self, i: int, now: float) -> None:
+        """Request ``i`` routed here at ``now``; the engine sees it at its engine arrival time."""
+        t_eng = self.reqs.eng_arrival[i]
+        self.reqs.replica[i] = self.index
+        # tokenization time differs per prompt, so engine arrivals can overtake each other
+        insort(self.inbox, (t_eng, i))
+        if self.plan == IDLE or (self.plan == WAKE and t_eng < self.plan_end):
+            self.plan, self.plan_end = WAKE, t_eng
+        elif self.plan == STRETCH:
+            # steps that start before the engine sees the request were decided without it
+            k_cut = self._first_tau_at_least(t_eng - self.T)
+            if k_cut < self.k:
+                if k_cut == 0:
+                    self._plan()
+                else:
+                    self.k = k_cut
+                    self.plan_end = self.T + self._tau(k_cut)
+
+    def process(self) -> None:
+        """Global time reached ``plan_end``: apply the plan and make the next one."""
+        if self.plan == STRETCH:
+            self._apply_stretch(self.k)
+        elif self.plan == STEP:
+            self._complete_step()
+        elif self.plan == WAKE:
+            self.T = self.plan_end
+        self._plan()
+
+    def peek_gauges(self, t: float) -> tuple[int, int, float]:
+        """running, waiting, KV usage as the last step that ended at or before ``t`` left them."""
+        if self.plan == STRETCH and t > self.T:
+            m = self._steps_ending_by(t - self.T)
+            if m > 0:
+                return len(self.running), len(self.waiting), (self.used + self._cum(m)) / self.nb
+        return self.gauges
+
+    def crash(self, t: float) -> list[int]:
+        """The process dies at ``t``: apply the steps that ended before it, return the lost requests."""
+        if self.plan == STRETCH and t > self.T:
+            m = min(self._steps_ending_by(t - self.T), self.k)
+            if m > 0:
+                self._apply_stretch(m)
+        reqs = self.reqs
+        lost = list(self.running) + list(self.waiting) + [i for _, i in self.inbox]
+        for i in lost:
+            q = self.dec.get(i)
+            if q is not None:
+                reqs.gen[i] = self.S + q - reqs.prompt[i]
+            reqs.finish_t[i] = t
+            reqs.reason[i] = REASON_ABORT
+            reqs.lost[i] = True
+        self.up = False
+        self.reset(t)
+        return lost
+
+    # -- stretch arithmetic --------------------------------------------------------------------------
+    # step j of a stretch lasts f * (A + delta * j); tau(k) = time of its first k steps
+    def _tau(self, k: int) -> float:
+        return self.s_f * (k * self.s_A + self.s_delta * k * (k - 1) * 0.5)
+
+    def _first_tau_at_least(self, y: float) -> int:
+        """Smallest k >= 0 with tau(k) >= y (= number of steps that start before T + y)."""
+        if y <= 0:
+            return 0
+        f, A, dl = self.s_f, self.s_A, self.s_delta
+        if dl > 0:
+            bq = A - dl * 0.5
+            k = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
+        else:
+            k = int(y / (f * A))
+        while k > 0 and self._tau(k - 1) >= y:
+            k -= 1
+        while self._tau(k) < y:
+            k += 1
+        return k
+
+    def _steps_ending_by(self, y: float) -> int:
+        """Largest m >= 0 with tau(m) <= y (= number of steps that end by T + y)."""
+        if y < 0:
+            return 0
+        f, A, dl = self.s_f, self.s_A, self.s_delta
+        if dl > 0:
+            bq = A - dl * 0.5
+            m = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
+        else:
+            m = int(y / (f * A))
+        while m > 0 and self._tau(m) > y:
+            m -= 1
+        while self._tau(m + 1) <= y:
+            m += 1
+        return m
+
+    def _cum(self, k: int) -> int:
+        """KV blocks the first k steps of the stretch allocate."""
+        return (k // self.bs) * self.s_n + self.s_prefix[k % self.bs]
+
+    # -- planning ------------------------------------------------------------------------------------
+    def _plan(self) -> None:
+        reqs = self.reqs
+        T = self.T
+        inbox, waiting = self.inbox, self.waiting
+        while inbox and inbox[0][0] <= T:
+            waiting.append(inbox.pop(0)[1])
+        if not self.running and not waiting:
+            if inbox:
+                self.plan, self.plan_end = WAKE, inbox[0][0]
+            else:
+                self.plan, self.plan_end = IDLE, INF
+            return
+        if self.pf or self.lag or not self.dec:
+            self._schedule_step()
+            return
+        if waiting and len(self.running) < self.max_seqs:
+            head = waiting[0]
+            room = self.budget - len(self.dec)
+            first = reqs.to_prefill[head]
+            if not self.reserve_full and first > room:
+                first = room
+            if -(-first // self.bs) <= self.nb - self.used:
+                self._schedule_step()
+                return
+        self._plan_stretch()
+
+    def _plan_stretch(self) -> None:
+        """All running requests decode and nothing can be admitted: plan k identical-shape steps."""
+        S, bs = self.S, self.bs
+        heap, dec = self.heap, self.dec
+        while heap:
+            fs, i, q = heap[0]
+            if dec.get(i) == q and fs >= S:
+                break
+            heapq.heappop(heap)
+        n = len(dec)
+        k = heap[0][0] - S
+        # KV: step j allocates one block per request of class (-(S + j)) mod bs
+        ncls = self.ncls
+        prefix = [0] * (bs + 1)
+        acc = 0
+        for j in range(bs):
+            acc += ncls[(-(S + j)) % bs]
+            prefix[j + 1] = acc
+        free = self.nb - self.used
+        cycles, rest = divmod(free, n)
+        r = 0
+        while r < bs and prefix[r + 1] <= rest:
+            r += 1
+        k_kv = cycles * bs + r
+        if k_kv == 0:
+            self._schedule_step()  # the next step preempts
+            return
+        if k_kv < k:
+            k = k_kv
+        self.s_prefix, self.s_n = prefix, n
+        self.s_A = self.a + self.b * n + self.d * (n * S + self.sum_q)
+        self.s_delta = self.d * n
+        self.s_f = self._noise()
+        if self.inbox:
+            k_in = self._first_tau_at_least(self.inbox[0][0] - self.T)
+            if k_in < k:
+                k = k_in
+        if not self.bulk:
+            k = 1
+        self.k = max(k, 1)
+        self.plan = STRETCH
+        self.plan_end = self.T + self._tau(self.k)
+
+    def _apply_stretch(self, k: int) -> None:
+        """Execute the first k steps of the planned stretch."""
+        c = self.counters
+        T0, S0 = self.T, self.S
+        A, dl, f = self.s_A, self.s_delta, self.s_f
+        bounds = c.itl_bounds
+        nb_itl = len(bounds)
+        npath = self.ndec_path
+        n = self.s_n
+        ib = bisect_left(c.iter_bounds, n)
+        j = 0
+        while j < k:
+            g = self._grid_index(T0 + self._tau(j + 1))
+            grid_t = self.grid0 + g * self.grid_dt
+            m = k if g == self.n_grid - 1 else min(k, self._steps_ending_by(grid_t - T0))
+            if m <= j:
+                m = j + 1
+            cnt = m - j
+            # step durations f*(A + dl*x) for x in [j, m): count them per ITL bucket
+            v_lo, v_hi = f * (A + dl * j), f * (A + dl * (m - 1))
+            b_lo, b_hi = bisect_left(bounds, v_lo), bisect_left(bounds, v_hi)
+            if b_lo == b_hi:
+                per_bucket = ((b_lo, cnt),)
+            else:
+                per_bucket = []
+                done = j
+                for b in range(b_lo, b_hi):
+                    # steps x with f*(A + dl*x) <= bounds[b]
+                    upto = min(m, max(done, math.floor((bounds[b] / f - A) / dl + 1e-9) + 1)) if dl > 0 else m
+                    if upto > done:
+                        per_bucket.append((b, upto - done))
+                        done = upto
+                if m > done:
+                    per_bucket.append((b_hi if b_hi <= nb_itl else nb_itl, m - done))
+            total_time = f * (cnt * A + dl * (j + m - 1) * cnt * 0.5)
+            for p, np_ in enumerate(npath):
+                if np_:
+                    for b, cb in per_bucket:
+                        c.itl[g, p, b] += np_ * cb
+                    c.itl_sum[g, p] += np_ * total_time
+                    c.gen_tokens[g, p] += np_ * cnt
+            c.iter[g, ib] += cnt
+            c.iter_sum[g] += n * cnt
+            j = m
+        self.used += self._cum(k)
+        self.S = S0 + k
+        self.T = T0 + self._tau(k)
+        self._pop_finishes()
+        self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+
+    # -- detailed steps ------------------------------------------------------------------------------
+    def _schedule_step(self) -> None:
+        """Schedule one step at T (admissions and preemptions happen now), apply it at plan_end."""
+        reqs = self.reqs
+        T, S, bs = self.T, self.S, self.bs
+        budget = self.budget
+        free = self.nb - self.used
+        dec, pf, running = self.dec, self.pf, self.running
+        to_prefill = reqs.to_prefill
+        n_dec = len(dec)
+        sched_pf: list[tuple[int, int, int]] = []
+        preempted = 0
+        # fast path: every running request gets all it asks for, so admission order is irrelevant
+        pf_tokens = pf_blocks = 0
+        for i, comp in pf.items():
+            rem = to_prefill[i] - comp
+            pf_tokens += rem
+            pf_blocks += -(-(comp + rem) // bs) + (comp // -bs)
+        dec_blocks = self.ncls[(-S) % bs]
+        if n_dec + pf_tokens <= budget and dec_blocks + pf_blocks <= free:
+            sched_dec = None  # all decoders
+            for i, comp in pf.items():
+                sched_pf.append((i, to_prefill[i] - comp, comp))
+            budget -= n_dec + pf_tokens
+            free -= dec_blocks + pf_blocks
+            n_dec_sched = n_dec
+            dec_ctx = n_dec * S + self.sum_q
+        else:
+            sched_dec, budget, free, preempted = self._schedule_running_ordered(sched_pf, budget, free)
+            n_dec_sched = len(sched_dec)
+            dec_ctx = sum(S + dec[i] for i in sched_dec)
+        if not preempted:
+            waiting, sched_t = self.waiting, reqs.sched_t
+            max_seqs, reserve_full = self.max_seqs, self.reserve_full
+            while waiting and budget > 0 and len(running) < max_seqs:
+                i = waiting[0]
+                tot = to_prefill[i]
+                ntok = tot if tot < budget else budget
+                nblk = -(-ntok // bs)
+                if (-(-tot // bs) if reserve_full else nblk) > free:
+                    break
+                waiting.popleft()
+                running[i] = None
+                pf[i] = 0
+                if sched_t[i] != sched_t[i]:  # NaN: first time scheduled
+                    sched_t[i] = T
+                sched_pf.append((i, ntok, 0))
+                budget -= ntok
+                free -= nblk
+        self.used = self.nb - free
+        pf_tok = pf_ctx = 0
+        pairs = 0.0
+        for _, ntok, comp in sched_pf:
+            pf_tok += ntok
+            pf_ctx += comp + ntok
+            pairs += ntok * (comp + ntok * 0.5)
+        if n_dec_sched == 0 and pf_tok == 0:
+            dur = 1e-3  # an empty step (everything preempted): the engine loops and reschedules
+        else:
+            dur = self._noise() * (self.a + self.b * n_dec_sched + self.c * pf_tok
+                                   + self.d * (dec_ctx + pf_ctx) + self.e * pairs)
+        self.st_dec, self.st_pf, self.st_dur = sched_dec, sched_pf, dur
+        self.st_tokens, self.st_preempt = n_dec_sched + pf_tok, preempted
+        self.plan, self.plan_end = STEP, T + dur
+
+    def _schedule_running_ordered(self, sched_pf: list[tuple[int, int, int]], budget: int,
+                                  free: int) -> tuple[list[int], int, int, int]:
+        """vLLM's RUNNING pass in admission order, preempting from the tail when KV runs out."""
+        reqs = self.reqs
+        S, bs = self.S, self.bs
+        dec, pf, running = self.dec, self.pf, self.running
+        need_cls = (-S) % bs
+        sched_dec: list[int] = []
+        preempted = 0
+        for i in list(running):
+            if i not in running or budget <= 0:
+                break  # preempted (the tail) or no budget left
+            q = dec.get(i)
+            if q is not None:
+                ntok = 1
+                nblk = 1 if (q - 1) % bs == need_cls else 0
+                comp = 0
+            else:
+                comp = pf[i]
+                rem = reqs.to_prefill[i] - comp
+                ntok = rem if rem < budget else budget
+                nblk = -(-(comp + ntok) // bs) + (comp // -bs)
+            ok = True
+            while nblk > free:
+                victim = next(reversed(running))
+                free += self._preempt(victim)
+                preempted += 1
+                if victim == i:
+                    ok = False
+                    break
+            if not ok:
+                break
+            free -= nblk
+            budget -= ntok
+            if q is not None:
+                sched_dec.append(i)
+            else:
+                sched_pf.append((i, ntok, comp))
+        return sched_dec, budget, free, preempted
+
+    def _preempt(self, i: int) -> int:
+        """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
+        reqs = self.reqs
+        del self.running[i]
+        q = self.dec.pop(i, None)
+        if q is not None:
+            h = self.S + q
+            blocks = -(-(h - 1) // self.bs)
+            self._drop_decoder(i, q)
+            reqs.gen[i] = h - reqs.prompt[i]
+            reqs.last_tok[i] = self.lag.pop(i, self.T)
+        else:
+            comp = self.pf.pop(i)
+            blocks = -(-comp // self.bs)
+        reqs.to_prefill[i] = reqs.prompt[i] + reqs.gen[i]
+        reqs.npre[i] += 1
+        self.waiting.appendleft(i)
+        return blocks
+
+    def _drop_decoder(self, i: int, q: int) -> None:
+        self.ncls[(q - 1) % self.bs] -= 1
+        self.sum_q -= q
+        self.ndec_path[self.reqs.path[i]] -= 1
+
+    def _add_decoder(self, i: int, q: int) -> None:
+        self.dec[i] = q
+        self.ncls[(q - 1) % self.bs] += 1
+        self.sum_q += q
+        self.ndec_path[self.reqs.path[i]] += 1
+        r = self.reqs
+        heapq.heappush(self.heap, (r.target[i] + r.prompt[i] - q, i, q))
+
+    def _complete_step(self) -> None:
+        """Apply the scheduled step at its end time: tokens, first tokens, finishes, observations."""
+        reqs, c = self.reqs, self.counters
+        T0 = self.T
+        T1 = self.plan_end
+        dur = self.st_dur
+        S1 = self.S + 1
+        g = self._grid_index(T1)
+        bounds = c.itl_bounds
+        dec, lag = self.dec, self.lag
+        path = reqs.path
+        itl_g, itl_sum_g, gen_g = c.itl[g], c.itl_sum[g], c.gen_tokens[g]
+        synced = list(self.ndec_path)
+        if self.st_dec is None:  # every decoder ran
+            for i, t_last in lag.items():
+                p = path[i]
+                synced[p] -= 1
+                v = T1 - t_last
+                itl_g[p, bisect_left(bounds, v)] += 1
+                itl_sum_g[p] += v
+                gen_g[p] += 1
+            lag.clear()
+        else:
+            ran = set(self.st_dec)
+            synced = [0] * len(synced)
+            for i in self.st_dec:
+                p = path[i]
+                t_last = lag.pop(i, None)
+                if t_last is None:
+                    synced[p] += 1
+                else:
+                    v = T1 - t_last
+                    itl_g[p, bisect_left(bounds, v)] += 1
+                    itl_sum_g[p] += v
+                    gen_g[p] += 1
+            # skipped decoders keep their token count: shift q so that S + q stays constant
+            for i in [i for i in dec if i not in ran]:
+                q = dec[i]
+                self._drop_decoder(i, q)
+                self._add_decoder(i, q - 1)
+                lag.setdefault(i, T0)
+        b_dur = bisect_left(bounds, dur)
+        for p, cnt in enumerate(synced):
+            if cnt:
+                itl_g[p, b_dur] += cnt
+                itl_sum_g[p] += cnt * dur
+                gen_g[p] += cnt
+        # prefills: a request whose prefill completes produces a token
+        prompt, target, to_prefill, gen, pf = reqs.prompt, reqs.target, reqs.to_prefill, reqs.gen, self.pf
+        for i, ntok, comp in self.st_pf:
+            done = comp + ntok
+            if done < to_prefill[i]:
+                pf[i] = done
+                continue
+            del pf[i]
+            p = path[i]
+            g_old = gen[i]
+            if g_old == 0:
+                reqs.first_t[i] = T1
+            else:
+                v = T1 - reqs.last_tok[i]
+                itl_g[p, bisect_left(bounds, v)] += 1
+                itl_sum_g[p] += v
+            gen_g[p] += 1
+            gen[i] = g_old + 1
+            if g_old + 1 >= target[i]:
+                self._finish(i, T1, -(-(prompt[i] + g_old) // self.bs))
+            else:
+                self._add_decoder(i, prompt[i] + g_old + 1 - S1)
+        if self.st_tokens:
+            c.iter[g, bisect_left(c.iter_bounds, self.st_tokens)] += 1
+            c.iter_sum[g] += self.st_tokens
+        if self.st_preempt:
+            c.preemptions[g] += self.st_preempt
+        self.S, self.T = S1, T1
+        self._pop_finishes()
+        self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+
+    def _pop_finishes(self) -> None:
+        """Finish the decoding requests whose last token came out of the step just executed."""
+        heap, dec, S = self.heap, self.dec, self.S
+        while heap and heap[0][0] <= S:
+            fs, i, q = heapq.heappop(heap)
+            if dec.get(i) != q or fs != S:
+                continue
+            del dec[i]
+            self._drop_decoder(i, q)
+            self._finish(i, self.T, -(-(S + q - 1) // self.bs))
+
+    def _finish(self, i: int, t: float, blocks: int) -> None:
+        reqs = self.reqs
+        self.running.pop(i, None)
+        self.lag.pop(i, None)
+        self.used -= blocks
+        reqs.finish_t[i] = t
+        reqs.gen[i] = reqs.target[i]
+        reqs.reason[i] = REASON_LENGTH if reqs.hits_max[i] else REASON_STOP

@@ -1,0 +1,186 @@
+"""N engine replicas behind a router, driven by one global event loop.
+
+Global events, in time order: arrivals (routed at once), scrape-grid points (gauges are read),
+replica crashes and replicas becoming ready again. Before each of them every replica is advanced to
+that time (:meth:`Replica.process` until its ``plan_end`` passes), so a router decision sees exactly
+the requests that have finished by then.
+
+A crash kills the engine process: its running, waiting and not-yet-admitted requests end as
+``abort`` at the crash time in the per-request records, flagged ``lost`` — the metrics never count
+them (a dead process reports nothing, and whatever it counted since the last scrape dies with it).
+The client does not retry. The router skips a replica from its crash until it is ready again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.simulator.config import NO_EVENTS, Events, FleetConfig
+from app.simulator.engine import Replica, Requests, StepCounters
+from app.simulator.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
+from app.simulator.trace import Trace
+
+PROCESS_LEAD_S = 900.0  # the day's processes started this long before the first simulated request
+MODEL_LOAD_S = 75.0  # process start -> engine ready (metrics created)
+
+
+@dataclass
+class Epoch:
+    """One life of a replica's process, in seconds since the trace origin."""
+
+    replica: int
+    process_start: float  # process_start_time_seconds
+    created: float  # engine ready: metrics children created (their ``_created``)
+    end: float = math.inf  # crash time
+
+
+@dataclass
+class FleetRun:
+    """Everything a run produced: per-request outcomes, per-grid step counters, process lives."""
+
+    trace: Trace
+    config: FleetConfig
+    events: Events
+    seed: int
+    reqs: Requests
+    counters: list[StepCounters]
+    epochs: list[list[Epoch]]
+    grid_dt: float
+    n_grid: int  # grid points 0..n_grid-1 at t = g * grid_dt; index n_grid collects later observations
+    drained: bool
+    sim_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def grid_times(self) -> np.ndarray:
+        return np.arange(self.n_grid) * self.grid_dt
+
+    def scraped(self, replica: int) -> np.ndarray:
+        """Which grid points Prometheus stored for a replica: within the export, outside scrape gaps,
+        while the replica was up (from engine ready to crash)."""
+        t = self.grid_times()
+        ok = t >= self.trace.warmup_s - 1e-9
+        for gap in self.events.scrape_gaps:
+            g0 = self.trace.warmup_s + gap.start_s
+            ok &= ~((t >= g0) & (t < g0 + gap.duration_s))
+        up = np.zeros(len(t), dtype=bool)
+        for ep in self.epochs[replica]:
+            up |= (t >= ep.created) & (t < ep.end)
+        return ok & up
+
+
+class Router:
+    """Picks a replica for each request among those that are up."""
+
+    def __init__(self, policy: str, replicas: list[Replica], seed: int):
+        self.policy = policy
+        self.replicas = replicas
+        self.rng = random.Random(seed)
+        self.next = 0
+
+    def choose(self) -> int:
+        reps = self.replicas
+        n = len(reps)
+        up = [r for r in range(n) if reps[(self.next + r) % n].up]
+        if not up:
+            raise RuntimeError("no replica is up")
+        order = [(self.next + r) % n for r in up]  # rotating start: ties do not favour replica 0
+        self.next = (self.next + 1) % n
+        if self.policy == "least_outstanding":
+            return min(order, key=lambda r: reps[r].outstanding())
+        if self.policy == "round_robin":
+            return order[0]
+        if self.policy == "random":
+            return order[self.rng.randrange(len(order))]
+        if len(order) == 1:  # power_of_two
+            return order[0]
+        a, b = self.rng.sample(order, 2)
+        return a if reps[a].outstanding() <= reps[b].outstanding() else b
+
+
+def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, seed: int = 0,
+              drain: bool = False) -> FleetRun:
+    """Simulate ``trace`` on the fleet. Without ``drain`` the run stops at the end of the trace
+    (requests still in flight have no finish); with it, replicas run until every request is done."""
+    import time
+
+    wall = time.perf_counter()
+    dt = config.scrape_interval_s
+    horizon = trace.duration_s
+    n_grid = int(math.floor(horizon / dt + 1e-9)) + 1
+    n_paths = len(trace.spec.paths)
+    reqs = Requests(trace.arrival_s, trace.path, trace.prompt_tokens, trace.output_tokens, trace.hits_max,
+                    config.step)
+    counters = [StepCounters(n_grid + 1, n_paths, list(ITL_BUCKETS), list(ITERATION_TOKEN_BUCKETS))
+                for _ in range(config.replicas)]
+    reps = [Replica(r, config.engine, config.step, reqs, counters[r], 0.0, dt,
+                    seed=seed * 1_000_003 + 7919 * r + 1, bulk=config.bulk)
+            for r in range(config.replicas)]
+    epochs = []
+    for r in range(config.replicas):
+        start = -PROCESS_LEAD_S + 37.0 * r  # a rollout restarted the replicas a little apart
+        epochs.append([Epoch(r, start, start + MODEL_LOAD_S)])
+    specials: list[tuple[float, int, int]] = []  # (time, kind 0 crash / 1 ready, replica)
+    for rs in events.restarts:
+        if not 0 <= rs.replica < config.replicas:
+            raise ValueError(f"restart of replica {rs.replica}: the fleet has {config.replicas}")
+        if rs.down_s < dt:
+            raise ValueError(f"restart of replica {rs.replica}: down {rs.down_s} s, shorter than a scrape interval")
+        t_crash = trace.warmup_s + rs.at_s
+        specials += [(t_crash, 0, rs.replica), (t_crash + rs.down_s, 1, rs.replica)]
+    specials.sort()
+    router = Router(config.router, reps, seed * 31 + 17)
+
+    def advance(x: float) -> None:
+        for rep in reps:
+            while rep.plan_end <= x:
+                rep.process()
+
+    gi, si = 1, 0
+
+    def run_until(tau: float) -> None:
+        nonlocal gi, si
+        while True:
+            tg = gi * dt if gi < n_grid else math.inf
+            ts = specials[si][0] if si < len(specials) else math.inf
+            t = tg if tg <= ts else ts
+            if t > tau:
+                break
+            advance(t)
+            if tg <= ts:
+                for r, rep in enumerate(reps):
+                    counters[r].gauges[gi] = rep.peek_gauges(t) if rep.up else (0, 0, 0.0)
+                gi += 1
+            else:
+                _, kind, r = specials[si]
+                rep = reps[r]
+                if kind == 0:
+                    rep.crash(t)
+                    epochs[r][-1].end = t
+                else:
+                    crash_t = epochs[r][-1].end
+                    relaunch = next(x.relaunch_s for x in events.restarts
+                                    if x.replica == r and abs(trace.warmup_s + x.at_s - crash_t) < 1e-6)
+                    epochs[r].append(Epoch(r, crash_t + relaunch, t))
+                    rep.reset(t)
+                    rep.up = True
+                si += 1
+        advance(tau)
+
+    arrival = reqs.arrival
+    for i in range(reqs.n):
+        tau = arrival[i]
+        run_until(tau)
+        reps[router.choose()].enqueue(i, tau)
+    run_until(horizon)
+    if drain:
+        for rep in reps:
+            while rep.plan_end < math.inf:
+                rep.process()
+    run = FleetRun(trace=trace, config=config, events=events, seed=seed, reqs=reqs, counters=counters,
+                   epochs=epochs, grid_dt=dt, n_grid=n_grid, drained=drain)
+    run.sim_seconds = time.perf_counter() - wall
+    return run
