@@ -17,6 +17,7 @@ from app.store import Workspace
 from tests.conftest import histogram, load, samples
 
 QUERIES = sql.all_queries()
+FILE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "queries"
 DUMMY = {
     "INTEGER": 1,
     "BIGINT": 1,
@@ -41,7 +42,11 @@ def bound_ws() -> Iterator[Workspace]:
                      [(0, [1, 2], 0.3), (60, [3, 5], 1.1)])
     rows += samples("vllm:num_requests_running", labels, [(0, 1), (60, 2)])
     load(w, rows)
-    cube_id = ensure_cube(w, None, 60, None)
+    # the readers' queries read the reader's TEMP tables: loading one small file of each format
+    # leaves them behind on this connection
+    for path in sorted(FILE_FIXTURES.glob("ingest__*")):
+        assert w.load_file(path).status == "loaded"
+    cube_id = ensure_cube(w, [1], 60, None)
     # the per-window promise table the burn-rate query reads
     sql.materialize(w.con, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=datetime(2000, 1, 1),
                     end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], by_window=True, include_failed=True)
@@ -67,9 +72,6 @@ def test_header(query: sql.Query) -> None:
     for name in query.params:
         assert query.param_docs[name], f"@param {name} needs a description"
         assert query.params[name] in DUMMY, f"@param {name}: unexpected type {query.params[name]}"
-
-
-FILE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "queries"
 
 
 def _params(query: sql.Query) -> dict:

@@ -1,0 +1,165 @@
+"""Long-format CSV and Parquet: one sample per row.
+
+Columns (names matched case-insensitively; the first listed spelling present wins):
+
+- time: ``timestamp`` | ``ts`` | ``time`` (required);
+- metric name: ``metric`` | ``__name__`` | ``name`` | ``metric_name`` (required unless the labels
+  JSON holds ``__name__``);
+- value: ``value`` (required), a number; ``NaN``, ``+Inf``, ``-Inf`` accepted;
+- labels: ``labels``, a JSON object string (CSV or Parquet) or a MAP/STRUCT column (Parquet),
+  and/or one column per label: every other column is a label named as the column. An empty value
+  is an absent label; a label column wins over the same name in ``labels``; ``__name__`` is never a
+  label.
+
+Time values: ISO-8601 date-times (``2026-11-29T10:00:00Z``, ``2026-11-29 10:00:00.5+01:00``; UTC
+unless an offset or ``Z`` is given), Parquet/CSV timestamps, or Unix numbers whose unit follows
+their magnitude: below 1e11 seconds (~1e9 today), below 1e14 milliseconds (~1e12), below 1e17
+microseconds (~1e15), else nanoseconds (~1e18).
+
+CSV: the delimiter (``,``, ``;``, tab, ``|``) is detected; a Grafana "Download for Excel" first
+line ``sep=,`` is honoured; ``src_line`` is the line of the row (header = line 1, assuming no
+quoted field spans lines). Parquet: ``src_line`` is the row number.
+
+The file's own column names never enter SQL text: Python only decides the role of each column and
+passes names as ``$parameters`` (``row[$name]`` on the row struct); per-row work is in
+``queries/ingest__long_*.sql``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+from app import sql
+from app.ingest.base import Source, Staged, fail
+from app.ingest.detect import METRIC_COLUMNS, TS_COLUMNS, VALUE_COLUMNS
+from app.ingest.text import also_bad, empty_tables, shorten
+
+LABELS_COLUMN = "labels"
+MAX_REPORTED = 4
+_HELPERS = ("long_input", "long_rows", "long_keys")
+
+
+@dataclass
+class Roles:
+    """Which column of the file plays which part."""
+
+    ts: str
+    value: str
+    metric: str | None
+    labels: str | None
+    label_columns: list[str] = field(default_factory=list)
+
+
+def assign_roles(src: Source, names: list[str]) -> Roles:
+    """Map the file's column names to roles; raise ``IngestError`` if a required one is missing."""
+    by_lower: dict[str, str] = {}
+    for name in names:
+        by_lower.setdefault(name.lower(), name)
+
+    def first(candidates: tuple[str, ...]) -> str | None:
+        return next((by_lower[c] for c in candidates if c in by_lower), None)
+
+    ts, value, metric = first(TS_COLUMNS), first(VALUE_COLUMNS), first(METRIC_COLUMNS)
+    labels = by_lower.get(LABELS_COLUMN)
+    if ts is None or value is None:
+        missing = "time (timestamp, ts or time)" if ts is None else "value"
+        raise fail(src, f"no {missing} column among {', '.join(names)}: expected long format with columns "
+                        "timestamp, metric, labels and/or one column per label, value")
+    if metric is None and labels is None:
+        raise fail(src, f"no metric-name column (metric, __name__, name or metric_name) among {', '.join(names)}")
+    taken = {ts, value, metric, labels}
+    label_columns = [n for n in names if n not in taken and n.lower() != "__name__"]
+    return Roles(ts=ts, value=value, metric=metric, labels=labels, label_columns=label_columns)
+
+
+def read_csv(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
+    """Stage a long-format CSV file."""
+    first = src.head(4096).decode("utf-8", "replace").lstrip("\ufeff").split("\n", 1)[0].strip()
+    options: dict[str, object] = {"path": str(src.path), "skip": 0}
+    reader = "read_csv($path, header = true, all_varchar = true, skip = $skip)"
+    first_line = 2  # the header is line 1
+    if first.lower().startswith("sep=") and len(first) >= 5:  # Grafana's "Download for Excel"
+        options.update(skip=1, delim=first[4])
+        reader = "read_csv($path, header = true, all_varchar = true, skip = $skip, delim = $delim)"
+        first_line = 3
+    try:
+        described = con.execute(f"describe select * from {reader}", options).fetchall()
+    except duckdb.Error as exc:
+        raise fail(src, "cannot read as CSV: " + str(exc).splitlines()[0]) from None
+    roles = assign_roles(src, [row[0] for row in described])
+    return _stage(con, src, reader, options, roles, {}, first_line, "csv")
+
+
+def read_parquet(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
+    """Stage a long-format Parquet file."""
+    options: dict[str, object] = {"path": str(src.path)}
+    reader = "read_parquet($path)"
+    try:
+        described = con.execute(f"describe select * from {reader}", options).fetchall()
+    except duckdb.Error as exc:
+        raise fail(src, "cannot read as Parquet: " + str(exc).splitlines()[0]) from None
+    roles = assign_roles(src, [row[0] for row in described])
+    types = {row[0]: str(row[1]).upper() for row in described}
+    return _stage(con, src, reader, options, roles, types, 1, "parquet")
+
+
+def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: dict[str, object],
+           roles: Roles, types: dict[str, str], first_line: int, fmt: str) -> Staged:
+    # plumbing: pick the columns by name through parameters (row struct `long_row[$p]`), so the
+    # file's column names never become SQL text; the identifiers below are our own
+    params = dict(options, ts_col=roles.ts, value_col=roles.value, first_line=first_line - 1)
+    metric_expr = "long_row[$metric_col]::varchar" if roles.metric else "null::varchar"
+    if roles.metric:
+        params["metric_col"] = roles.metric
+    labels_expr = "null::varchar"
+    if roles.labels:
+        params["labels_col"] = roles.labels
+        kind = types.get(roles.labels, "VARCHAR")
+        nested = kind.startswith(("MAP", "STRUCT"))
+        labels_expr = "to_json(long_row[$labels_col])::varchar" if nested else "long_row[$labels_col]::varchar"
+    items = []
+    for i, name in enumerate(roles.label_columns):
+        params[f"label_{i}"] = name
+        items.append(f"long_row[$label_{i}]::varchar")
+    label_list = f"[{', '.join(items)}]" if items else "[]::varchar[]"
+    statement = (
+        "create or replace temp table long_input as select "
+        "row_number() over () + $first_line as src_line, "
+        "long_row[$ts_col]::varchar as ts_text, "
+        f"{metric_expr} as metric, "
+        "long_row[$value_col] as value_raw, "
+        f"{labels_expr} as labels_json, "
+        f"{label_list} as label_values "
+        f"from {reader} as long_row"
+    )
+    try:
+        con.execute(statement, params)
+    except duckdb.Error as exc:
+        raise fail(src, f"cannot read as {fmt.upper()}: " + str(exc).splitlines()[0]) from None
+    sql.materialize(con, "ingest__long_rows", "long_rows")
+    sql.materialize(con, "ingest__long_keys", "long_keys", label_names=list(roles.label_columns))
+    problems = sql.rows(con, "ingest__long_problems", max_rows=MAX_REPORTED)
+    if problems:
+        line, problem, n_bad = problems[0]
+        unit = "row" if fmt == "parquet" else "line"
+        more = also_bad([p[0] for p in problems[1:]], n_bad, unit)
+        if fmt == "parquet":
+            raise fail(src, f"row {line}: {shorten(problem, 160)}{more}")
+        raise fail(src, f"{shorten(problem, 160)}{more}", line=line)
+    sql.materialize(con, "ingest__long_points", "stage_points")
+    sql.materialize(con, "ingest__long_stage_keys", "stage_keys")
+    con.execute("create or replace temp table stage_families (family varchar, mtype varchar, help varchar)")
+    empty_tables(con, _HELPERS)
+    used = [f"time={roles.ts}", f"value={roles.value}"]
+    if roles.metric:
+        used.append(f"metric={roles.metric}")
+    if roles.labels:
+        used.append(f"labels={roles.labels}")
+    if roles.label_columns:
+        used.append("label columns: " + ", ".join(roles.label_columns))
+    return Staged(format=fmt, time_source="samples", notes=["columns: " + "; ".join(used)])
+
+
+__all__ = ["Roles", "assign_roles", "read_csv", "read_parquet"]

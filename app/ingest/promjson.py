@@ -1,0 +1,52 @@
+"""Prometheus HTTP API JSON: ``/api/v1/query_range`` (matrix) and ``/api/v1/query`` (vector) responses.
+
+Accepted: one response, a JSON array of responses (e.g. one instant query per timestamp), or a bare
+``result`` list as prometheus-api-client returns it. Values are strings (``"NaN"``, ``"+Inf"``),
+timestamps float Unix seconds. ``status: "error"`` fails with the server's error text; native
+histogram samples (``histograms``) are skipped with a note naming the series. Parsed by DuckDB's
+JSON reader (``queries/ingest__promjson_*.sql``), never a Python loop over samples.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from app import sql
+from app.ingest.base import IngestError, Source, Staged, fail
+from app.ingest.text import empty_tables, shorten
+
+MAX_REPORTED = 4
+
+
+def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
+    """Stage a Prometheus API JSON file."""
+    try:
+        sql.materialize(con, "ingest__promjson_responses", "promjson_responses", path=str(src.path))
+    except duckdb.Error as exc:
+        raise fail(src, "not a Prometheus API JSON file: " + str(exc).splitlines()[0]) from None
+    sql.materialize(con, "ingest__promjson_series", "promjson_series")
+    problems = sql.rows(con, "ingest__promjson_problems", max_rows=MAX_REPORTED)
+    if problems:
+        raise _problem_error(src, problems)
+    notes = []
+    n_hist, hist_series = sql.rows(con, "ingest__promjson_skipped")[0]
+    if n_hist:
+        names = ", ".join(shorten(s, 80) for s in hist_series)
+        notes.append(f"skipped native histogram samples (not supported) of {n_hist} series: {names}")
+    sql.materialize(con, "ingest__promjson_points", "stage_points")
+    sql.materialize(con, "ingest__promjson_keys", "stage_keys")
+    con.execute("create or replace temp table stage_families (family varchar, mtype varchar, help varchar)")
+    empty_tables(con, ("promjson_responses", "promjson_series"))
+    return Staged(format="prometheus-api-json", time_source="samples", notes=notes)
+
+
+def _problem_error(src: Source, problems: list[tuple]) -> IngestError:
+    response_no, series_no, series, problem, n_bad = problems[0]
+    more = f" ({n_bad - 1} more problem(s))" if n_bad > 1 else ""
+    if series is not None:
+        return fail(src, f"{problem}{more}", series=f"{series_no} {shorten(series, 100)}")
+    where = f"response {response_no}: " if response_no > 1 or n_bad > 1 else ""
+    return fail(src, f"{where}{problem}{more}")
+
+
+__all__ = ["read"]

@@ -1,0 +1,40 @@
+-- name: ingest__long_problems
+-- purpose: the bad rows of a long-format file, first row first: an unreadable time, a value that
+--   is not a number, a bad labels JSON or an empty metric name
+-- grain: one row per bad row, the first `max_rows` only
+-- @param max_rows BIGINT  how many bad rows to return
+-- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
+with
+bad_rows as (
+    select
+        src_line,
+        case
+            when ts is null then 'time ''' || coalesce(ts_text, '') || ''' is neither an ISO-8601 date-time '
+                || 'nor a Unix time'
+            when value is null then 'value ''' || coalesce(value_text, '') || ''' is not a number'
+        end as problem
+    from long_rows
+),
+
+bad_keys as (
+    select r.src_line, k.problem
+    from long_rows as r
+    inner join long_keys as k using (series_key)
+    where k.problem is not null
+),
+
+all_bad as (
+    select * from bad_rows where problem is not null
+    union all
+    select * from bad_keys
+),
+
+final as (
+    select src_line, min(problem) as problem, count(*) over () as n_bad
+    from all_bad
+    group by src_line
+    order by src_line
+    limit $max_rows
+)
+
+select * from final

@@ -1,0 +1,66 @@
+-- name: ingest__long_rows
+-- purpose: the rows of a long-format CSV/Parquet file (`long_input`, one sample per row) with the
+--   sample time parsed (once per distinct time text), the value as a number and a series key made
+--   of the metric name, the labels JSON text and the label-column values
+--   Time rules: an integer is Unix time whose unit follows its magnitude (< 1e11 seconds, < 1e14
+--   milliseconds, < 1e17 microseconds, else nanoseconds); a decimal number likewise; else an
+--   ISO-8601 date-time, UTC unless it ends with `Z` or an offset.
+-- grain: one row per row of the file
+-- @returns src_line BIGINT, series_key VARCHAR, metric VARCHAR, labels_json VARCHAR,
+--   label_values VARCHAR[], ts_text VARCHAR, ts TIMESTAMP, value_text VARCHAR, value DOUBLE
+with
+ts_texts as (
+    select distinct ts_text from long_input
+),
+
+ts_numbers as (
+    select
+        ts_text,
+        trim(ts_text) as t,
+        case when regexp_full_match(trim(ts_text), '[+-]?\d{1,19}') then try_cast(trim(ts_text) as hugeint) end
+            as n_int,
+        try_cast(trim(ts_text) as double) as n_float
+    from ts_texts
+),
+
+ts_parsed as (
+    select
+        ts_text,
+        case
+            when n_int is not null then make_timestamp(cast(case
+                when abs(n_int) < 100000000000 then n_int * 1000000
+                when abs(n_int) < 100000000000000 then n_int * 1000
+                when abs(n_int) < 100000000000000000 then n_int
+                else n_int // 1000
+            end as bigint))
+            when n_float is not null and isfinite(n_float) then make_timestamp(cast(round(case
+                when abs(n_float) < 1e11 then n_float * 1e6
+                when abs(n_float) < 1e14 then n_float * 1e3
+                when abs(n_float) < 1e17 then n_float
+                else n_float / 1e3
+            end) as bigint))
+            when regexp_matches(t, '\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$')
+                then timezone('UTC', try_cast(t as timestamptz))
+            else try_cast(t as timestamp)
+        end as ts
+    from ts_numbers
+),
+
+final as (
+    select
+        i.src_line,
+        coalesce(i.metric, '') || chr(31) || coalesce(i.labels_json, '') || chr(31)
+            || array_to_string(list_transform(i.label_values, lambda v: coalesce(v, '')), chr(31))
+            as series_key,
+        i.metric,
+        i.labels_json,
+        i.label_values,
+        i.ts_text,
+        p.ts,
+        i.value_raw::varchar as value_text,
+        try_cast(i.value_raw as double) as value
+    from long_input as i
+    left join ts_parsed as p on p.ts_text is not distinct from i.ts_text
+)
+
+select * from final

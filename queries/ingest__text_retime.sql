@@ -1,0 +1,9 @@
+-- name: ingest__text_retime
+-- purpose: convert the sample timestamps of `text_split` again with another unit (when the values
+--   show the file's declared unit cannot be right, e.g. milliseconds in an OpenMetrics file)
+-- grain: DML; updates one row per sample with a timestamp
+-- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps
+update text_split
+set ts = case when abs(ts_raw * $ts_unit_us) < 2.5e17
+    then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end
+where ts_raw is not null

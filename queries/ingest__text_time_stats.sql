@@ -1,0 +1,17 @@
+-- name: ingest__text_time_stats
+-- purpose: how many staged samples carry a timestamp, and the range of those timestamps (in the
+--   file's unit), to choose the time source and check the unit
+-- grain: one row
+-- @returns n_timed BIGINT, n_untimed BIGINT, ts_min DOUBLE, ts_max DOUBLE, first_untimed_line BIGINT
+with
+final as (
+    select
+        count(ts_raw) as n_timed,
+        count(*) - count(ts_raw) as n_untimed,
+        min(ts_raw) as ts_min,
+        max(ts_raw) as ts_max,
+        min(line_no) filter (where ts_raw is null) as first_untimed_line
+    from text_split
+)
+
+select * from final

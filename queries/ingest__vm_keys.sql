@@ -1,0 +1,12 @@
+-- name: ingest__vm_keys
+-- purpose: the distinct series of the VictoriaMetrics export (stage_keys contract)
+-- grain: one row per distinct series key
+-- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)
+with
+final as (
+    select series_key, any_value(metric) as metric, any_value(labels) as labels
+    from vm_series
+    group by series_key
+)
+
+select * from final
