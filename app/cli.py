@@ -246,6 +246,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         context = _floats(args.context, "--context")
         promises = _promises(args)
         prices = _prices(args)
+        if args.save and args.db == MEMORY:
+            raise ValueError("--save needs --db FILE: the workspace the set is kept in")
     except ValueError as exc:
         sys.stderr.write(f"headroom scenarios: {exc}\n")
         return 2
@@ -260,18 +262,32 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
         try:
             if progress:
-                progress("fitting the replica model and the demand, calibrating at the observed fleet size")
+                progress("fitting the replica model and the demand, replaying at the observed fleet size")
             analysis = scenarios.analyse(ws, ids, promises, labels, assumptions,
-                                         observed_replicas=args.observed_replicas, calibrate=not args.no_calibrate)
+                                         observed_replicas=args.observed_replicas, calibrate=args.calibrate)
             star = prices.breach.get("*")
             if star is not None:
                 prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
                                 prices.horizon_hours)
             predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress)
-            doc = decision.document(analysis, predictions, prices, split=args.cost_split)
+            from app.cube import ensure_cube
+            from app.economics import crosscheck
+
+            curve_cube = ensure_cube(ws, ids, crosscheck.CURVE_WINDOW_S, labels)
+            doc = decision.document(
+                analysis, predictions, prices, split=args.cost_split,
+                cross_check=crosscheck.load_response(ws, curve_cube, promises, replicas, traffic),
+                queueing=crosscheck.queueing_view(analysis, replicas))
         except ValueError as exc:
             sys.stderr.write(f"headroom scenarios: {exc}\n")
             return 1
+        if args.save:
+            from app.economics import saved
+
+            inputs = {"datasets": ids, "promises": [p.as_param() for p in promises],
+                      "replicas": replicas, "traffic": traffic, "context": context, "seeds": args.seeds,
+                      "prices": doc["prices"], "assumptions": assumptions.as_dict(), "path_labels": labels}
+            saved.save(ws, args.save, inputs, json.loads(json.dumps(doc, default=_json_default)))
     from app.economics import render
 
     if args.format == "json":
@@ -281,6 +297,51 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     else:
         _write(render.scenarios_markdown(doc))
     return 1 if any(r.status == "failed" for r in reports) else 0
+
+
+# -- saved scenario sets --------------------------------------------------------------------------
+def cmd_saved(args: argparse.Namespace) -> int:
+    from app.economics import saved
+
+    with _workspace(args) as ws:
+        try:
+            if args.action == "list":
+                rows = [{"name": n, "saved_at": saved.get(ws, n)["saved_at"]} for n in saved.names(ws)]
+                _write(json.dumps(rows, indent=2) if args.format == "json" else
+                       "\n".join(f"{r['name']}\t{r['saved_at']}" for r in rows) or "no saved scenario set")
+            elif args.action == "show":
+                _write(json.dumps(saved.get(ws, _one(args))["document"], indent=2))
+            elif args.action == "export":
+                _write(saved.export_json(ws, args.names or None))
+            elif args.action == "import":
+                imported = [n for f in args.names for n in saved.import_json(ws, Path(f).read_text())]
+                _write("imported: " + ", ".join(imported))
+            elif args.action == "delete":
+                saved.delete(ws, _one(args))
+            elif args.action == "compare":
+                if len(args.names) != 2:
+                    raise ValueError("compare takes two saved set names")
+                rows = saved.compare(saved.get(ws, args.names[0]), saved.get(ws, args.names[1]))
+                _write(json.dumps(rows, indent=2) if args.format == "json" else _compare_text(args.names, rows))
+        except (ValueError, OSError) as exc:
+            sys.stderr.write(f"headroom saved: {exc}\n")
+            return 1
+    return 0
+
+
+def _one(args: argparse.Namespace) -> str:
+    if len(args.names) != 1:
+        raise ValueError(f"{args.action} takes one saved set name")
+    return args.names[0]
+
+
+def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
+    usd = lambda x: "n/a" if x is None else f"${x:,.0f}"  # noqa: E731
+    out = [f"| replicas | traffic | context | total {names[0]} | total {names[1]} | difference |",
+           "|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {usd(r['total_cost_a'])} | "
+            f"{usd(r['total_cost_b'])} | {usd(r['difference'])} |" for r in rows]
+    return "\n".join(out)
 
 
 # -- dashboard -----------------------------------------------------------------------------------
@@ -348,7 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--cost-split", choices=["requests", "equal"], default="requests",
                     help="how a path's share of the fleet cost is set (default: by requests)")
     pn.add_argument("--seeds", type=int, default=3, help="replay seeds per scenario (default 3)")
-    pn.add_argument("--no-calibrate", action="store_true", help="do not scale the twin to the observed means")
+    pn.add_argument("--calibrate", action="store_true",
+                    help="scale the twin's step and prefill time so its mean TPOT/TTFT match the observed means")
     pn.add_argument("--max-num-seqs", type=int, default=256, help="assumed batch cap (vLLM default 256)")
     pn.add_argument("--max-num-batched-tokens", type=int, default=8192,
                     help="assumed chunked-prefill token budget per step (vLLM default 8192)")
@@ -357,9 +419,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="assumed routing policy")
     pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pn, default_memory=True)
     pn.set_defaults(func=cmd_scenarios)
+
+    pv = sub.add_parser("saved", help="saved scenario sets: list, show, compare, export, import, delete")
+    pv.add_argument("action", choices=["list", "show", "compare", "export", "import", "delete"])
+    pv.add_argument("names", nargs="*", help="set names (import: JSON files written by export)")
+    pv.add_argument("--format", choices=["text", "json"], default="text")
+    _add_db(pv)
+    pv.set_defaults(func=cmd_saved)
 
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)

@@ -32,7 +32,7 @@ from app.cube import ensure_cube
 from app.store import Workspace
 
 REPLICA_LABELS = ["instance", "engine"]
-FIT_WINDOW_S = 60
+FIT_WINDOW_S = 300
 KV_FULL = 0.95
 
 
@@ -100,17 +100,18 @@ class ReplicaModel:
         return out
 
 
-def replica_windows(ws: Workspace, dataset_ids: list[int]) -> pd.DataFrame:
-    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS)
+def replica_windows(ws: Workspace, dataset_ids: list[int], window_s: int = FIT_WINDOW_S) -> pd.DataFrame:
+    cube_id = ensure_cube(ws, dataset_ids, window_s, REPLICA_LABELS)
     return sql.df(ws.cursor(), "capacity__replica_windows", cube_id=cube_id)
 
 
-def fit_replica(ws: Workspace, dataset_ids: list[int], assumptions: Assumptions | None = None) -> ReplicaModel:
+def fit_replica(ws: Workspace, dataset_ids: list[int], assumptions: Assumptions | None = None,
+                window_s: int = FIT_WINDOW_S) -> ReplicaModel:
     """Fit the replica model on every replica's windows of ``dataset_ids``."""
     assumptions = assumptions or Assumptions()
-    frame = replica_windows(ws, dataset_ids)
+    frame = replica_windows(ws, dataset_ids, window_s)
     kv_config = sql.df(ws.cursor(), "capacity__kv_config", dataset_ids=list(dataset_ids))
-    return fit_from_windows(frame, kv_config, assumptions)
+    return fit_from_windows(frame, kv_config, assumptions, window_s)
 
 
 def _kv_capacity(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assumptions) -> tuple[float, str, int]:
@@ -128,7 +129,8 @@ def _kv_capacity(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assu
     return float((held / usable["kv_mean"]).median()), "Little's law on kv_cache_usage_perc", assumptions.block_size
 
 
-def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assumptions) -> ReplicaModel:
+def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assumptions,
+                     window_s: int = FIT_WINDOW_S) -> ReplicaModel:
     """The fit itself, on the rows of ``capacity__replica_windows`` (a plain function tests call)."""
     if frame.empty:
         raise ValueError("no replica windows: the capacity model needs running, token and latency metrics")
@@ -141,7 +143,7 @@ def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: 
                          "the step time")
     # steps per window: the iteration-tokens histogram's count when exported, else tokens / batch
     steps = busy["steps"].where(busy["steps"] > 0, busy["generation_tokens"] / busy["running_mean"])
-    step_s = FIT_WINDOW_S / steps  # mean step time of the window
+    step_s = window_s / steps  # mean step time of the window
     design = np.column_stack([
         np.ones(len(busy)),
         busy["generation_tokens"] / steps,  # decoding sequences per step

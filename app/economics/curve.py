@@ -68,10 +68,11 @@ class CurveScenario:
 
 
 def scenario(curve: Curve, load: np.ndarray, replicas_observed: np.ndarray, requests: np.ndarray,
-             replicas: int) -> CurveScenario:
-    """Request-weighted breach share with ``replicas`` instead of the observed count per window."""
+             replicas: int, traffic: float = 1.0) -> CurveScenario:
+    """Request-weighted breach share with ``replicas`` instead of the observed count per window
+    (and traffic x ``traffic``: the per-replica load scales with it, the weights too)."""
     load, replicas_observed, requests = (np.asarray(a, dtype=float) for a in (load, replicas_observed, requests))
-    x_k = load * replicas_observed / replicas
+    x_k = load * replicas_observed * traffic / replicas
     point = curve(x_k)
     low, high = curve.bounds(x_k)
     total = requests.sum()

@@ -109,7 +109,8 @@ def break_even(rows: list[dict[str, Any]], prices: money.Prices, replicas: int, 
 
 
 def document(analysis: Analysis, predictions: list[Prediction], prices: money.Prices,
-             split: str = "requests") -> dict[str, Any]:
+             split: str = "requests", cross_check: dict[str, Any] | None = None,
+             queueing: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON document of ``headroom scenarios`` (README, "headroom scenarios")."""
     rows = price_rows(analysis, predictions, prices, split)
     totals = fleet_totals(rows)
@@ -141,4 +142,6 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
             "model_error_at_observed_replicas": analysis.model_error,
             "demand_notes": analysis.demand.notes,
         },
+        "cross_check": cross_check,
+        "queueing": queueing,
     }

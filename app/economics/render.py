@@ -64,7 +64,7 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
                    f"TPOT {e['tpot']:.1%}, joint {e['joint']:.1%} (widens every interval).")
     out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
                "sensitivity envelope (KV capacity and step time +-15 %).")
-    return "\n".join(out)
+    return "\n".join(out) + "\n" + cross_check_markdown(doc)
 
 
 def scenarios_csv(doc: dict[str, Any]) -> str:
@@ -74,3 +74,34 @@ def scenarios_csv(doc: dict[str, Any]) -> str:
     for r in doc["scenarios"]:
         w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
     return buf.getvalue()
+
+
+def cross_check_markdown(doc: dict[str, Any]) -> str:
+    """The empirical curve's readings beside the model's predictions (g = 1, m = 1)."""
+    cc = doc.get("cross_check") or {}
+    model = {(r["path"], r["replicas"], r["traffic"]): r for r in doc["scenarios"] if r["context"] == 1.0}
+    out = ["", "Cross-check: empirical load–response curve (isotonic, per-replica load) against the model",
+           "", "| path | replicas | traffic | curve [low, high] | model [low, high] |", "|---|---:|---:|---|---|"]
+    for path, c in cc.items():
+        for r in c["readings"]:
+            m = model.get((path, r["replicas"], r["traffic"]))
+            if m is None:
+                continue
+            flag = " (outside observed load)" if r["extrapolated"] else ""
+            out.append(f"| {path} | {r['replicas']} | x{r['traffic']:g} | {_pct(r['share'])} [{_pct(r['share_low'])}, "
+                       f"{_pct(r['share_high'])}]{flag} | {_pct(m['breach_share'])} [{_pct(m['breach_share_low'])}, "
+                       f"{_pct(m['breach_share_high'])}] |")
+        lo, hi = c["observed_load_range"]
+        out.append(f"| {path} | observed per-replica load {lo:.2f}–{hi:.2f} req/s | | | |")
+    q = doc.get("queueing")
+    if q:
+        peak = max(q["kingman"], key=lambda h: h["arrival_rate"]) if q["kingman"] else None
+        out += ["", f"Queueing view ({q['note']}): service rate {q['service_rate_per_replica']:.2f} req/s per replica, "
+                f"service c_s² {q['service_cs2']:.2f}."]
+        if peak:
+            out.append(f"Peak hour {peak['hour']}: ρ {peak['rho']:.2f}, ρ/(1−ρ) {peak['utilisation_term']:.2f}, "
+                       f"(c_a²+c_s²)/2 {peak['variability_term']:.2f}, E[S] {peak['service_s']:.2f} s → "
+                       f"Kingman wait {peak['wait_s']:.2f} s.")
+        out.append("Erlang C at the peak hour: " + ", ".join(
+            f"{e['replicas']}: P(wait) {e['p_wait']:.2f}" for e in q["erlang_c"]))
+    return "\n".join(out)
