@@ -1,17 +1,18 @@
 """The observed demand, reconstructed from the metrics, and synthesised again for a scenario.
 
 vLLM exports no arrival counter. Demand per path and minute comes from the TTFT ``_count``
-increases (first tokens), shifted back by the window's mean TTFT (finish-time counters lag more).
-A scrape gap puts all its first tokens into the window after it; they are spread back evenly over
-the gap. Prompt and output lengths come from the ``request_prompt_tokens`` and
+increases (first tokens), shifted back by the mean TTFT of the time they came (finish-time counters
+lag more). A scrape gap puts all its first tokens into the window after it; they are spread back
+evenly over the gap. Prompt and output lengths come from the ``request_prompt_tokens`` and
 ``request_generation_tokens`` histograms: a lognormal is fitted to each path's bucket counts
 (interval-censored maximum likelihood), and a request's length is drawn by picking a bucket with the
-observed bucket shares and then a value inside it from the fitted shape (uniform sampling inside
+bucket shares observed around when the request finished (5-minute blocks: a burst of long prompts
+stays where it was) and then a value inside it from the fitted shape (uniform sampling inside
 buckets was 25 % off at high N' in a prototype). The open top bucket takes the fitted tail, cut at
 ``max_model_len``; its mean is reported against the one the histogram ``_sum`` implies.
 
 Assumptions (stated in the scenario output): arrivals are Poisson inside a minute; prompt and output
-lengths are independent; the length mix of a path is the same all day.
+lengths are independent; within a 5-minute block a path's length mix is stationary.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from app.cube import ensure_cube
 from app.store import Workspace
 
 DEMAND_WINDOW_S = 60
+LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
 
 
 @dataclass
@@ -41,6 +43,7 @@ class LengthDistribution:
     count: float
     mean_observed: float  # _sum / _count
     max_len: int
+    local_shares: np.ndarray | None = None  # [window, bucket] shares where and when they were observed
 
     @classmethod
     def fit(cls, le: np.ndarray, cumulative: np.ndarray, count: float, total: float, max_len: int,
@@ -69,11 +72,16 @@ class LengthDistribution:
         return cls(bounds=bounds, shares=per_bucket / per_bucket.sum(), mu=float(res.x[0]),
                    sigma=float(math.exp(res.x[1])), count=float(n_total), mean_observed=mean, max_len=max_len)
 
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` lengths: a bucket by the observed shares, then the fitted shape inside it."""
+    def sample(self, n: int, rng: np.random.Generator, windows: np.ndarray | None = None) -> np.ndarray:
+        """``n`` lengths: a bucket by the observed shares (of each request's window when ``windows``
+        is given and window shares are known, else of the whole range), then the fitted shape inside it."""
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        bucket = rng.choice(len(self.shares), size=n, p=self.shares)
+        if windows is not None and self.local_shares is not None:
+            cum = np.cumsum(self.local_shares[np.clip(windows, 0, len(self.local_shares) - 1)], axis=1)
+            bucket = np.minimum((rng.uniform(size=n)[:, None] > cum).sum(axis=1), len(self.shares) - 1)
+        else:
+            bucket = rng.choice(len(self.shares), size=n, p=self.shares)
         lower = np.concatenate([[0.5], self.bounds + 0.5])[bucket]
         upper = np.concatenate([self.bounds + 0.5, [self.max_len + 0.5]])[bucket]
         upper = np.maximum(upper, lower + 1e-6)
@@ -135,6 +143,26 @@ def _spread_gaps(grid: pd.DatetimeIndex, observed: pd.Series) -> tuple[np.ndarra
     return out, gaps
 
 
+def _bucket_shares(buckets: pd.DataFrame, grid: pd.DatetimeIndex, block: int = 1) -> np.ndarray:
+    """Per window, the share of its observations in each bucket [window, bucket], pooled over blocks
+    of ``block`` windows. A window without counts (a gap) takes the shares of the next window that has
+    some (the one its observations were added to)."""
+    if buckets.empty:
+        return np.ones((len(grid), 1))
+    bounds = np.sort(buckets["le"].unique())
+    table = buckets.pivot_table(index="window_start", columns="le", values="requests", aggfunc="sum")
+    table = table.reindex(index=grid, columns=bounds).fillna(0.0).clip(lower=0.0)
+    counts = table.to_numpy()
+    if block > 1:
+        group = np.arange(len(grid)) // block
+        pooled = np.zeros((group.max() + 1, counts.shape[1]))
+        np.add.at(pooled, group, counts)
+        counts = pooled[group]
+    totals = counts.sum(axis=1, keepdims=True)
+    shares = np.divide(counts, totals, out=np.full_like(counts, np.nan), where=totals > 0)
+    return pd.DataFrame(shares).bfill().ffill().fillna(1.0 / len(bounds)).to_numpy()
+
+
 def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str],
                     max_model_len: int = 32768) -> Demand:
     """Reconstruct per-path demand of ``dataset_ids`` on a 1-minute grid."""
@@ -146,6 +174,10 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
     lengths = sql.df(ws.cursor(), "demand__length_buckets", cube_id=cube_id, start_ts=start.to_pydatetime(),
                      end_ts=(end + pd.Timedelta(seconds=DEMAND_WINDOW_S)).to_pydatetime())
     grid = pd.date_range(start, end, freq=f"{DEMAND_WINDOW_S}s")
+    def window_buckets(signal: str) -> pd.DataFrame:
+        return sql.df(ws.cursor(), "demand__window_buckets", cube_id=cube_id, signal=signal)
+
+    length_buckets = {s: window_buckets(s) for s in ("prompt_tokens", "generation_tokens")}
     paths, notes = [], []
     replicas = np.zeros(len(grid))
     for name, part in windows.groupby("path", sort=True):
@@ -163,6 +195,10 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
             dists[signal] = LengthDistribution.fit(b["le"].to_numpy(), b["cumulative"].to_numpy(),
                                                    float(b["total_count"].iloc[0]), float(b["total_sum"].iloc[0]),
                                                    max_model_len)
+        for signal in ("prompt_tokens", "generation_tokens"):
+            b = length_buckets[signal]
+            local = _bucket_shares(b[b["path"] == name], grid, block=LENGTH_BLOCK)
+            dists[signal].local_shares = local if local.shape[1] == len(dists[signal].shares) else None
         paths.append(PathDemand(name=str(name),
                                 window_start=grid.to_numpy().astype("datetime64[s]").astype(float),
                                 requests=counts, ttft_mean_s=ttft, prompt=dists["prompt_tokens"],
@@ -178,7 +214,8 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
     """Requests of a scenario: arrival (seconds from ``demand.origin``), path index, prompt and output
     tokens. The observed count of a window is kept at g = 1; g != 1 scales it by binomial thinning or
     whole copies plus thinning. Arrival times are uniform inside the window (Poisson given the
-    count), shifted back by the window's mean TTFT."""
+    count). Arrival = first token - TTFT, the window's mean TTFT interpolated in time, so a burst whose
+    first tokens queued for minutes is moved back to when it arrived."""
     rng = np.random.default_rng([seed, 7])
     parts = []
     for k, p in enumerate(demand.paths):
@@ -187,12 +224,18 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         n = base * whole + rng.binomial(base, frac) if frac > 0 else base * whole
         total = int(n.sum())
         idx = np.repeat(np.arange(len(n)), n)
-        start = idx * demand.window_s - p.ttft_mean_s[idx]
-        arrival = start + rng.uniform(0, demand.window_s, total)
-        prompt = p.prompt.sample(total, rng)
+        first_token = idx * demand.window_s + rng.uniform(0, demand.window_s, total)
+        # FCFS drains a queue in arrival order, so the requests whose first token comes at t waited about
+        # the same: shift by the window mean TTFT interpolated between window centres (sampling each
+        # request's TTFT inside its wide bucket instead made bursts noisier than they were)
+        centers = (np.arange(len(n)) + 0.5) * demand.window_s
+        ttft = np.interp(first_token, centers, p.ttft_mean_s)
+        arrival = first_token - ttft
+        # lengths are observed at finish: a request takes the length mix of the window it ended in
+        prompt = p.prompt.sample(total, rng, windows=idx)
         if context != 1.0:
             prompt = np.minimum(np.rint(prompt * context), max_model_len - 64).astype(np.int64)
-        output = p.output.sample(total, rng)
+        output = p.output.sample(total, rng, windows=idx)
         output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
         parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,
                       "output_tokens": output})
