@@ -175,13 +175,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         cube_id = ensure_cube(ws, ids, window_s, labels)
         from app.records import exact_joint_shares
 
-        exact = exact_joint_shares(ws, ids, promises, start, end, include_failed=not args.exclude_failed)
+        # records cover warm-up and drain the metrics never saw: clamp them to the metric datasets' span
+        lo, hi = ws.cursor().execute(
+            "select min(t_min), max(t_max) from datasets where list_contains($ids, dataset_id) and n_series > 0",
+            {"ids": ids}).fetchall()[0]
+        r_start = max(start, lo) if start and lo else (lo or start)
+        r_end = min(end, hi) if end and hi else (hi or end)
+        exact = exact_joint_shares(ws, ids, promises, r_start, r_end, include_failed=not args.exclude_failed)
         try:
             doc = report.build(ws, cube_id, window_s, promises, start, end,
                                include_failed=not args.exclude_failed, exact_joint=exact)
         except ValueError as exc:
             sys.stderr.write(f"headroom report: {exc}\n")
             return 1
+    if not doc["paths"]:
+        sys.stderr.write("headroom report: no request-latency histogram (TTFT, TPOT, ITL, E2E or queue time) "
+                         "in the data: nothing to check a promise against\n")
+        return 1
     if args.format == "json":
         _write(json.dumps(doc, indent=2, default=_json_default))
     elif args.format == "csv":

@@ -72,11 +72,14 @@ def preset_promise(name: str, path: str = ALL_PATHS) -> Promise:
 
 
 def time_range(ws: Workspace, cube_id: int, start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
-    """Range of window starts to report: [start, end), defaulting to the cube's whole span."""
-    lo, hi, window_s = ws.cursor().execute(
-        "select min(window_start), max(window_start), "
-        "(select cast(spec->>'window_s' as integer) from cube_index where cube_id = $id) "
-        "from cube_rows where cube_id = $id", {"id": cube_id}).fetchone()
+    """Range of window starts to report: [start, end), defaulting to the cube's whole span. The default
+    start skips leading windows where nothing was counted (a window that holds only the first
+    scrape's baselines)."""
+    lo, first_counted, hi, window_s = ws.cursor().execute(
+        "select min(window_start), min(window_start) filter (where stat in ('increase', 'count') and value != 0), "
+        "max(window_start), (select cast(spec->>'window_s' as integer) from cube_index where cube_id = $id) "
+        "from cube_rows where cube_id = $id", {"id": cube_id}).fetchall()[0]
+    lo = first_counted or lo
     if lo is None:
         raise ValueError("the cube is empty: no samples of a known signal were loaded")
     return (start or lo, end or hi + timedelta(seconds=window_s))

@@ -23,7 +23,7 @@ KINDS = {
     "genai-perf-json": "records__from_genai_perf",
     "simulator-records-parquet": "records__from_simulator",
 }
-_SIM_COLUMNS = {"path", "ttft_s", "tpot_s", "arrival", "first_token", "finish", "finished_reason"}
+_SIM_COLUMNS = {"model_name", "ttft_s", "tpot_s", "arrival", "first_token", "finish", "finished_reason"}
 FAR_PAST, FAR_FUTURE = datetime(1970, 1, 1), datetime(2200, 1, 1)
 
 

@@ -91,7 +91,7 @@ deltas as (
 windowed_counters as (
     select
         series_id,
-        time_bucket(to_microseconds($window_s * 1000000), ts - interval 1 microsecond) as window_start,
+        time_bucket(to_microseconds(cast($window_s as bigint) * 1000000), ts - interval 1 microsecond) as window_start,
         sum(delta) as increase,
         count(*) filter (where is_reset) as resets,
         bool_or(first_counted) as first_counted
@@ -102,7 +102,7 @@ windowed_counters as (
 windowed_gauges as (
     select
         series_id,
-        time_bucket(to_microseconds($window_s * 1000000), ts - interval 1 microsecond) as window_start,
+        time_bucket(to_microseconds(cast($window_s as bigint) * 1000000), ts - interval 1 microsecond) as window_start,
         min(value) as gauge_min,
         sum(value) as gauge_sum,
         count(*) as gauge_n,

@@ -83,13 +83,21 @@ buckets as (
     group by all
 ),
 
+hist_counts as (
+    -- a histogram pasted without its +Inf bucket still has _count
+    select window_start, path, signal, sum(value) as n_count
+    from cube
+    where stat = 'count'
+    group by all
+),
+
 marginal_parts as (
     select
         b.window_start,
         t.path,
         t.signal,
         t.threshold,
-        max(b.c) filter (where b.le = 'inf'::double) as n,
+        coalesce(max(b.c) filter (where b.le = 'inf'::double), any_value(k.n_count)) as n,
         max(b.c) filter (where abs(b.le - t.threshold) <= 1e-9 * t.threshold) as c_at,
         max(b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold) as le_lo,
         arg_max(b.c, b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold) as c_lo,
@@ -97,6 +105,8 @@ marginal_parts as (
         arg_min(b.c, b.le) filter (where b.le > t.threshold + 1e-9 * t.threshold and isfinite(b.le)) as c_hi
     from thresholds as t
     inner join buckets as b using (path, signal)
+    left join hist_counts as k
+        on k.path = b.path and k.signal = b.signal and k.window_start is not distinct from b.window_start
     group by all
 ),
 

@@ -1,5 +1,6 @@
 -- name: records__from_simulator
--- purpose: per-request records written by Headroom's simulator (Parquet), in the record schema
+-- purpose: per-request records written by Headroom's simulator (Parquet), in the record schema; the
+--   path is the served model name, as the metrics label it
 -- grain: one row per request
 -- @param path VARCHAR  the Parquet file
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,
@@ -12,7 +13,7 @@ raw as (
 
 final as (
     select
-        cast(path as varchar) as path,
+        cast(model_name as varchar) as path,
         cast(replica as varchar) as replica,
         cast(arrival as timestamp) as arrival,
         cast(first_token as timestamp) as first_token,

@@ -1,7 +1,8 @@
 -- name: records__joint_shares
 -- purpose: the exact breach shares of a promise from per-request records: TTFT, TPOT and the joint
 --   promise (a request breaches when any set threshold is exceeded, or it failed and failures count).
---   A request is in the range when its first token (else its finish, else its arrival) is in it.
+--   A request is in the range (start, end] when its first token (else its finish, else its arrival)
+--   is, like the cube's left-open windows; a request still in flight is in the population.
 -- grain: one row per path
 -- @param dataset_ids INTEGER[]  datasets whose records to use
 -- @param promises STRUCT[]  list of {path, ttft_s, tpot_s, e2e_s, queue_s, target}; path '*' = every path
@@ -24,8 +25,8 @@ records as (
     select *
     from request_records
     where list_contains($dataset_ids, dataset_id)
-        and coalesce(first_token, finish, arrival) >= $start_ts
-        and coalesce(first_token, finish, arrival) < $end_ts
+        and coalesce(first_token, finish, arrival) > $start_ts
+        and coalesce(first_token, finish, arrival) <= $end_ts
 ),
 
 with_promise as (
@@ -35,7 +36,7 @@ with_promise as (
         coalesce(own.tpot_s, star.tpot_s) as tpot_limit,
         coalesce(own.e2e_s, star.e2e_s) as e2e_limit,
         coalesce(own.queue_s, star.queue_s) as queue_limit,
-        r.finished_reason in ('abort', 'error') as failed
+        coalesce(r.finished_reason in ('abort', 'error'), false) as failed
     from records as r
     left join promise_list as own on own.path = r.path
     left join promise_list as star on star.path = '*'

@@ -106,6 +106,7 @@ def build_records(run: FleetRun) -> pd.DataFrame:
     frame = pd.DataFrame({
         "id": trace.request_id,
         "path": pd.Categorical(names[d["path"]], categories=list(trace.path_names)),
+        "model_name": np.array([p.served_name for p in trace.spec.paths], dtype=object)[d["path"]],
         "replica": d["replica"],
         "arrival": _utc(trace.origin, d["arrival_us"]),
         "scheduled": _utc(trace.origin, d["scheduled_us"]),
