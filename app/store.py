@@ -35,6 +35,21 @@ def data_dir() -> Path:
     raise FileNotFoundError("data/ directory not found next to the app package")
 
 
+MEMORY_ENV = "HEADROOM_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "4GB"
+
+
+def _engine_config() -> dict[str, str]:
+    """DuckDB settings: a bounded memory (a week of samples must not take the machine; DuckDB spills
+    to a temp directory beyond it) — ``$HEADROOM_MEMORY_LIMIT`` (e.g. ``8GB``) overrides 4 GB."""
+    import tempfile
+
+    return {
+        "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_LIMIT,
+        "temp_directory": str(Path(tempfile.gettempdir()) / "headroom-duckdb-spill"),
+    }
+
+
 def default_db_path() -> str:
     """``$HEADROOM_DB``, else ``$XDG_DATA_HOME/headroom/workspace.duckdb`` (``~/.local/share`` by default)."""
     if os.environ.get(DB_ENV):
@@ -92,7 +107,7 @@ class Workspace:
         self.path = str(path) if path is not None else default_db_path()
         if self.path != MEMORY:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(self.path, read_only=read_only)
+        self.con = duckdb.connect(self.path, read_only=read_only, config=_engine_config())
         self._lock = threading.Lock()
         if not read_only:
             self._init_schema()

@@ -34,6 +34,7 @@ from app.promise import Promise, shares, time_range
 from app.store import Workspace
 
 CALIBRATION_ROUNDS = 2
+FIT_WINDOWS_S = (300,)
 SENSITIVITY = 0.15
 MIN_REL_ERROR = 0.10  # the interval is never narrower than +-10 % of the point, whatever the calibration says
 MIN_ABS_ERROR = 0.001  # nor than +-0.1 percentage point
@@ -135,12 +136,28 @@ def _mean_latencies(model: ReplicaModel, demand: Demand, replicas: int, seed: in
 def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
             assumptions: Assumptions | None = None, observed_replicas: int | None = None,
             calibrate: bool = False, seeds: int = 2) -> Analysis:
-    """Fit, reconstruct demand, calibrate at the observed N and measure the model error there."""
-    model = fit_replica(ws, dataset_ids, assumptions)
+    """Fit, reconstruct demand, choose the fit that best reproduces the observed shares at the
+    observed N, optionally calibrate, and measure the model error there."""
     demand = observed_demand(ws, dataset_ids, path_labels)
     observed, thresholds = _observed(ws, dataset_ids, promises, path_labels, observed_replicas)
     demand.paths = [p for p in demand.paths if p.name in thresholds]
+    # the step time is fitted on 5-minute and on 1-minute replica windows (the first averages the
+    # sampled gauges better, the second has more busy windows); the one whose replay at the observed
+    # fleet size is closer to the observed shares is kept
+    candidates = []
+    for window_s in FIT_WINDOWS_S:
+        try:
+            candidate = fit_replica(ws, dataset_ids, assumptions, window_s=window_s)
+        except ValueError:
+            continue
+        run = replay(candidate, demand, observed.replicas, thresholds, seed=900)
+        candidates.append((_selection_error(run, observed), window_s, candidate))
+    if not candidates:
+        fit_replica(ws, dataset_ids, assumptions)  # raises the fit's own error
+    _, window_s, model = min(candidates, key=lambda c: c[0])
     analysis = Analysis(model=model, demand=demand, observed=observed, thresholds=thresholds)
+    analysis.calibration = {"fit_window_s": window_s,
+                            "fit_candidates": [{"window_s": w, "replay_error": e} for e, w, _ in candidates]}
     if calibrate:
         tpot_scale, prefill_scale = 1.0, 1.0
         weights = observed.requests
@@ -152,8 +169,8 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             prefill_scale *= _weighted_ratio(observed.ttft_mean_s, ttft_pred, weights)
         analysis.model = replace(model, assumptions=replace(model.assumptions, tpot_scale=tpot_scale,
                                                             prefill_scale=prefill_scale))
-        analysis.calibration = {"tpot_scale": tpot_scale, "prefill_scale": prefill_scale,
-                                "matched": "mean TPOT and mean TTFT at the observed replica count"}
+        analysis.calibration.update({"tpot_scale": tpot_scale, "prefill_scale": prefill_scale,
+                                     "matched": "mean TPOT and mean TTFT at the observed replica count"})
     runs = [replay(analysis.model, demand, observed.replicas, thresholds, seed=1000 + s) for s in range(seeds)]
     for path in thresholds:
         err = {}
@@ -170,6 +187,20 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     per5 = np.convolve(window_requests, np.ones(5), mode="valid") / (5 * demand.window_s)
     analysis.peak_load_observed = float(np.max(per5 / observed.replicas))
     return analysis
+
+
+def _selection_error(run: RunShares, observed: Observed) -> float:
+    """Request-weighted distance of a replay's joint shares from the observed joint interval."""
+    total, weight = 0.0, 0.0
+    for path, pred in run.joint.items():
+        lo, hi = observed.joint_low.get(path), observed.joint_high.get(path)
+        if lo is None or hi is None or math.isnan(pred):
+            continue
+        gap = lo - pred if pred < lo else (pred - hi if pred > hi else 0.0)
+        w = observed.requests.get(path, 0.0)
+        total += w * gap / max(hi, 1e-3)
+        weight += w
+    return total / weight if weight else math.inf
 
 
 def _weighted_ratio(observed: dict[str, float | None], predicted: dict[str, float], weights: dict[str, float]) -> float:
