@@ -144,4 +144,24 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
         },
         "cross_check": cross_check,
         "queueing": queueing,
+        "assumptions": stated_assumptions(analysis),
     }
+
+
+def stated_assumptions(analysis: Analysis) -> list[str]:
+    """What the metrics cannot show, in words (each is settable: CLI flags or the dashboard)."""
+    a = analysis.model.assumptions
+    return [
+        f"router: {a.router} (--router)",
+        f"batch cap max_num_seqs = {analysis.model.max_num_seqs} (--max-num-seqs; observed running "
+        f"max {analysis.model.observed.get('running_max', float('nan')):.0f})",
+        f"chunked-prefill token budget max_num_batched_tokens = {a.max_num_batched_tokens} "
+        "(--max-num-batched-tokens)",
+        "FCFS admission when the whole prompt fits in free KV blocks; preemption of the most recently "
+        "scheduled request when the cache is full (vLLM V1's scheduler)",
+        "arrivals Poisson inside each minute, at the observed per-minute count (first tokens shifted back "
+        "by the mean TTFT of when they came)",
+        "prompt and output lengths independent; per path the length mix of each 5-minute block as observed",
+        "every replica identical; the traffic mix and the engine configuration of the export unchanged",
+        "traffic x g thins or duplicates each minute's requests; context x m multiplies prompt lengths",
+    ]

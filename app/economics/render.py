@@ -64,6 +64,8 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
                    f"TPOT {e['tpot']:.1%}, joint {e['joint']:.1%} (widens every interval).")
     out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
                "sensitivity envelope (KV capacity and step time +-15 %).")
+    if doc.get("assumptions"):
+        out += ["", "Assumptions the metrics cannot show (settable):"] + [f"- {a}" for a in doc["assumptions"]]
     return "\n".join(out) + "\n" + cross_check_markdown(doc)
 
 
