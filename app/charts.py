@@ -1,22 +1,224 @@
-"""Pure figure builders: DataFrame in, plotly Figure out. No Streamlit here."""
+"""Pure figure builders: DataFrame in, plotly Figure out. No Streamlit here.
+
+Shares are drawn in percent, costs in USD over the decision horizon, times in seconds; every axis
+title carries its unit.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.ui_data import ALERT_LABELS
+
+MARGIN = {"t": 50, "b": 40}
+ALERT_STATES = {"ok": 0, "possible": 1, "firing": 2}
 
 
 def requests_over_time(frame: pd.DataFrame, window_s: int) -> go.Figure:
-    """Requests per second per path (stacked areas), from ``cube__requests_by_window``."""
+    """Requests per second per path, from ``cube__requests_by_window``. A line breaks where windows are
+    missing (a scrape gap, or datasets from different days), so no traffic is drawn where none was seen."""
     fig = go.Figure()
-    for path, part in frame.groupby("path", sort=True):
+    for path, part in frame.sort_values("window_start").groupby("path", sort=True):
+        x, y = _with_gaps(part["window_start"], part["requests"] / window_s, window_s)
         fig.add_trace(go.Scatter(
-            x=part["window_start"], y=part["requests"] / window_s, name=str(path),
-            mode="lines", stackgroup="requests",
+            x=x, y=y, name=str(path), mode="lines+markers" if len(part) <= 3 else "lines", connectgaps=False,
             hovertemplate="%{x}<br>%{y:.2f} req/s<extra>" + str(path) + "</extra>",
         ))
     fig.update_layout(
         title="Requests per second by path", xaxis_title="window start (UTC)",
-        yaxis_title="requests per second", legend_title="path", margin={"t": 50, "b": 40},
+        yaxis_title="requests per second", legend_title="path", margin=MARGIN,
     )
+    return fig
+
+
+def _with_gaps(x: pd.Series, y: pd.Series, window_s: int) -> tuple[list, list]:
+    """``x, y`` with a None point after every window whose successor is not the next window."""
+    xs, ys = [], []
+    step = pd.Timedelta(seconds=window_s)
+    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+        xs.append(xi)
+        ys.append(yi)
+        if i + 1 < len(x) and x.iloc[i + 1] - xi > step:
+            xs.append(xi + step)
+            ys.append(None)
+    return xs, ys
+
+
+def data_health(frame: pd.DataFrame) -> go.Figure:
+    """Counter resets and repaired buckets per window (stacked bars per path and statistic)."""
+    fig = go.Figure()
+    for (stat, path), part in frame.groupby(["stat", "path"], sort=True):
+        per_window = part.groupby("window_start", as_index=False)["value"].sum()
+        fig.add_trace(go.Bar(x=per_window["window_start"], y=per_window["value"], name=f"{stat} · {path}",
+                             hovertemplate="%{x}<br>%{y:.0f} " + str(stat) + "<extra>" + str(path) + "</extra>"))
+    fig.update_layout(
+        title="Data health: counter resets and repaired (non-monotone) buckets", barmode="stack",
+        xaxis_title="window start (UTC)", yaxis_title="series resets / buckets repaired per window",
+        legend_title="statistic · path", margin=MARGIN,
+    )
+    return fig
+
+
+SHARE_COLUMNS = {"joint": (None, "joint_low", "joint_high"), "ttft": ("ttft_share", "ttft_low", "ttft_high"),
+                 "tpot": ("tpot_share", "tpot_low", "tpot_high"), "e2e": ("e2e_share", "e2e_low", "e2e_high"),
+                 "queue": ("queue_share", "queue_low", "queue_high")}
+
+
+def breach_share_by_window(frame: pd.DataFrame, signal: str = "joint") -> go.Figure:
+    """Per window and path: the breach share's interval as a band, the estimate as a line (marginal
+    signals; the joint share has only its Fréchet interval) and the error budget (1 − target) dashed."""
+    point, low, high = SHARE_COLUMNS[signal]
+    fig = go.Figure()
+    for path, part in frame.sort_values("window_start").groupby("path", sort=True):
+        x = part["window_start"]
+        fig.add_trace(go.Scatter(x=x, y=100 * part[high], name=f"{path} high", mode="lines",
+                                 line={"width": 0.5}, legendgroup=str(path), showlegend=False,
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} high</extra>"))
+        fig.add_trace(go.Scatter(x=x, y=100 * part[low], name=f"{path} interval", mode="lines", fill="tonexty",
+                                 line={"width": 0.5}, legendgroup=str(path),
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} low</extra>"))
+        if point is not None:
+            fig.add_trace(go.Scatter(x=x, y=100 * part[point], name=f"{path} estimate", mode="lines",
+                                     legendgroup=str(path), hovertemplate="%{y:.2f} %<extra>" + f"{path}</extra>"))
+        fig.add_trace(go.Scatter(x=x, y=100 * (1 - part["target"]), name=f"{path} error budget", mode="lines",
+                                 line={"dash": "dash"}, legendgroup=str(path),
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} budget</extra>"))
+    label = "joint (TTFT or TPOT or failed)" if signal == "joint" else signal.upper()
+    fig.update_layout(title=f"Breach share per window: {label}", xaxis_title="window start (UTC)",
+                      yaxis_title="breached requests (%)", legend_title="path", margin=MARGIN)
+    return fig
+
+
+def alert_states(alerts: pd.DataFrame) -> go.Figure:
+    """The multiwindow burn-rate alerts per path over time: ok / possible (only the interval's high end
+    burns) / firing, blank where the cube window is longer than the rule's short window."""
+    rows, z = [], []
+    frame = alerts.sort_values("window_start")
+    times = sorted(frame["window_start"].unique())
+    for path, part in frame.groupby("path", sort=True):
+        part = part.set_index("window_start").reindex(times)
+        for rule, label in ALERT_LABELS.items():
+            rows.append(f"{path} · {label}")
+            z.append([ALERT_STATES.get(v, np.nan) if isinstance(v, str) else np.nan for v in part[rule]])
+    fig = go.Figure(go.Heatmap(
+        x=times, y=rows, z=z, zmin=0, zmax=2, xgap=0, ygap=2,
+        colorscale=[[0, "#2e7d32"], [0.33, "#2e7d32"], [0.33, "#f9a825"], [0.66, "#f9a825"], [0.66, "#c62828"],
+                    [1, "#c62828"]],
+        colorbar={"tickvals": [0.33, 1, 1.67], "ticktext": list(ALERT_STATES), "title": "state"},
+        hovertemplate="%{x}<br>%{y}: %{z}<extra></extra>",
+    ))
+    fig.update_layout(title="Burn-rate alerts (SRE workbook multiwindow rules, 30-day budget)",
+                      xaxis_title="window start (UTC)", yaxis_title="path · rule", margin=MARGIN)
+    return fig
+
+
+def scenario_costs(fleet: pd.DataFrame) -> go.Figure:
+    """Headroom cost, breach cost (with its interval) and total against N' for one traffic/context case."""
+    f = fleet.sort_values("replicas")
+    n = f["replicas"]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=n, y=f["headroom_cost"], name="headroom cost", opacity=0.5,
+                         hovertemplate="N'=%{x}<br>$%{y:,.0f}<extra>headroom</extra>"))
+    fig.add_trace(go.Scatter(
+        x=n, y=f["breach_cost"], name="breach cost", mode="lines+markers",
+        error_y={"type": "data", "symmetric": False, "array": f["breach_cost_high"] - f["breach_cost"],
+                 "arrayminus": f["breach_cost"] - f["breach_cost_low"]},
+        hovertemplate="N'=%{x}<br>$%{y:,.0f}<extra>breaches</extra>"))
+    fig.add_trace(go.Scatter(
+        x=n, y=f["total_cost"], name="total", mode="lines+markers", line={"width": 3},
+        error_y={"type": "data", "symmetric": False, "array": f["total_cost_high"] - f["total_cost"],
+                 "arrayminus": f["total_cost"] - f["total_cost_low"]},
+        hovertemplate="N'=%{x}<br>$%{y:,.0f}<extra>total</extra>"))
+    best = f.loc[f["total_cost"].idxmin()]
+    fig.add_trace(go.Scatter(x=[best["replicas"]], y=[best["total_cost"]], name="cheapest N'", mode="markers",
+                             marker={"symbol": "star", "size": 16}, hovertemplate="cheapest: N'=%{x}<extra></extra>"))
+    fig.update_layout(title="Cost over the horizon against replicas", xaxis_title="replicas N'",
+                      yaxis_title="cost over the horizon (USD)", xaxis={"dtick": 1}, margin=MARGIN)
+    return fig
+
+
+def compare_totals(fleets: Mapping[str, pd.DataFrame]) -> go.Figure:
+    """Total cost against N' of several saved sets (their base traffic/context case)."""
+    fig = go.Figure()
+    for name, f in fleets.items():
+        f = f.sort_values("replicas")
+        fig.add_trace(go.Scatter(
+            x=f["replicas"], y=f["total_cost"], name=name, mode="lines+markers",
+            error_y={"type": "data", "symmetric": False, "array": f["total_cost_high"] - f["total_cost"],
+                     "arrayminus": f["total_cost"] - f["total_cost_low"]}))
+    fig.update_layout(title="Total cost of the saved sets", xaxis_title="replicas N'",
+                      yaxis_title="total cost over the horizon (USD)", xaxis={"dtick": 1}, margin=MARGIN)
+    return fig
+
+
+def load_response(axis: Mapping[str, pd.DataFrame | tuple], path: str) -> go.Figure:
+    """The empirical load–response curve (band between the isotonic fits of the per-window interval
+    ends; a marker per observed window load) and its readings at each N', beside the capacity model's
+    predictions on the same load axis (``ui_data.load_axis``)."""
+    curve, model, read = axis["curve"], axis["model"], axis["readings"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=curve["load"], y=100 * curve["share_high"], name="curve (fit of high ends)",
+                             mode="lines+markers", marker={"size": 4},
+                             hovertemplate="%{x:.2f} req/s/replica<br>%{y:.2f} %<extra>curve high</extra>"))
+    fig.add_trace(go.Scatter(x=curve["load"], y=100 * curve["share_low"], name="curve (fit of low ends)",
+                             mode="lines+markers", marker={"size": 4}, fill="tonexty",
+                             hovertemplate="%{x:.2f} req/s/replica<br>%{y:.2f} %<extra>curve low</extra>"))
+    markers = ((read, "curve read at N'", "diamond-open"), (model, "capacity model (twin replay)", "x"))
+    for frame, name, symbol in markers:
+        if not len(frame):
+            continue
+        fig.add_trace(go.Scatter(
+            x=frame["load"], y=100 * frame["share"], name=name, mode="markers+text",
+            marker={"symbol": symbol, "size": 11},
+            text=[f"N'={k}" for k in frame["replicas"]], textposition="top center",
+            error_y={"type": "data", "symmetric": False, "array": 100 * (frame["share_high"] - frame["share"]),
+                     "arrayminus": 100 * (frame["share"] - frame["share_low"])},
+            hovertemplate="%{text}: %{x:.2f} req/s/replica<br>%{y:.2f} %<extra>" + name + "</extra>"))
+    lo, hi = axis["range"]
+    fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.08, line_width=0,
+                  annotation_text="observed load range", annotation_position="top left")
+    fig.update_layout(title=f"Load–response: {path} (cross-check of the capacity model)",
+                      xaxis_title="load (the path's requests per second per replica)",
+                      yaxis_title="joint breach share (%)", margin=MARGIN)
+    return fig
+
+
+def kingman_terms(hours: Sequence[Mapping[str, float]]) -> go.Figure:
+    """Kingman's three factors per hour (``crosscheck.queueing_view``) and the wait they imply."""
+    frame = pd.DataFrame(list(hours))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=("utilisation term ρ/(1−ρ)", "variability term (c²a + c²s)/2",
+                                        "service term E[S] and Kingman's wait"))
+    x = frame["hour"]
+    fig.add_trace(go.Scatter(x=x, y=frame["utilisation_term"], name="ρ/(1−ρ)", mode="lines+markers"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=frame["variability_term"], name="(c²a + c²s)/2", mode="lines+markers"),
+                  row=2, col=1)
+    fig.add_trace(go.Scatter(x=x, y=frame["service_s"], name="E[S] (s)", mode="lines"), row=3, col=1)
+    fig.add_trace(go.Scatter(x=x, y=frame["wait_s"], name="Kingman wait (s)", mode="lines+markers"), row=3, col=1)
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power", row=1, col=1, title_text="factor (dimensionless)")
+    fig.update_yaxes(row=2, col=1, title_text="factor (dimensionless)")
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power", row=3, col=1, title_text="seconds (s)")
+    fig.update_xaxes(title_text="hour of the export (h)", row=3, col=1)
+    fig.update_layout(title="Kingman per hour at the observed fleet size — a thinking tool, not the estimator",
+                      height=650, margin=MARGIN)
+    return fig
+
+
+def erlang_c(rows: Sequence[Mapping[str, float]]) -> go.Figure:
+    """M/M/c at the peak hour against the replica count: probability of waiting and mean wait (pooling)."""
+    frame = pd.DataFrame(list(rows)).sort_values("replicas")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=frame["replicas"], y=100 * frame["p_wait"], name="P(wait) (%)", opacity=0.6),
+                  secondary_y=False)
+    fig.add_trace(go.Scatter(x=frame["replicas"], y=frame["mean_wait_s"], name="mean wait (s)",
+                             mode="lines+markers"), secondary_y=True)
+    fig.update_yaxes(title_text="probability of waiting (%)", secondary_y=False)
+    fig.update_yaxes(title_text="mean wait (s)", type="log", exponentformat="power", secondary_y=True)
+    fig.update_layout(title="Erlang C at the peak hour — a thinking tool, not the estimator",
+                      xaxis_title="replicas N'", xaxis={"dtick": 1}, margin=MARGIN)
     return fig

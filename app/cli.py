@@ -202,32 +202,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # -- scenarios -------------------------------------------------------------------------------------
-def _replica_range(text: str) -> list[int]:
-    """``2:12`` (inclusive), ``2:12:2`` or ``3,4,6``."""
-    try:
-        if ":" in text:
-            parts = [int(x) for x in text.split(":")]
-            start, stop, step = (parts + [1])[:3]
-            out = list(range(start, stop + 1, step))
-        else:
-            out = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--replicas {text!r}: expected FROM:TO[:STEP] or a comma-separated list") from None
-    if not out or min(out) < 1:
-        raise ValueError(f"--replicas {text!r}: replica counts must be >= 1")
-    return out
-
-
-def _floats(text: str, flag: str) -> list[float]:
-    try:
-        out = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: expected comma-separated numbers") from None
-    if not out or min(out) <= 0:
-        raise ValueError(f"{flag} {text!r}: multipliers must be > 0")
-    return out
-
-
 def _prices(args: argparse.Namespace) -> Any:
     from app.economics.money import Prices
 
@@ -248,12 +222,13 @@ def _prices(args: argparse.Namespace) -> Any:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     from app.economics import decision, scenarios
     from app.economics.capacity import Assumptions
+    from app.economics.inputs import parse_multipliers, parse_replicas
     from app.economics.money import Prices
 
     try:
-        replicas = _replica_range(args.replicas)
-        traffic = _floats(args.traffic, "--traffic")
-        context = _floats(args.context, "--context")
+        replicas = parse_replicas(args.replicas)
+        traffic = parse_multipliers(args.traffic, "--traffic")
+        context = parse_multipliers(args.context, "--context")
         promises = _promises(args)
         prices = _prices(args)
         if args.save and args.db == MEMORY:
@@ -354,6 +329,22 @@ def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# -- bench ---------------------------------------------------------------------------------------
+def cmd_bench(args: argparse.Namespace) -> int:
+    from app import bench
+    from app.bench import render
+
+    only = [b.strip() for b in args.only.split(",") if b.strip()] if args.only else None
+    log = None if args.quiet else (lambda msg: (sys.stderr.write(msg + "\n"), sys.stderr.flush()))
+    try:
+        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus)
+    except ValueError as exc:
+        sys.stderr.write(f"headroom bench: {exc}\n")
+        return 2
+    _write(render.to_json(doc) if args.format == "json" else render.to_table(doc))
+    return 0
+
+
 # -- dashboard -----------------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
     import os
@@ -440,6 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--format", choices=["text", "json"], default="text")
     _add_db(pv)
     pv.set_defaults(func=cmd_saved)
+
+    pb = sub.add_parser("bench", help="benchmarks against prometheus_client, pandas, a bare scan and Prometheus, "
+                        "on generated data (README, \"Benchmarks\")")
+    pb.add_argument("--size", choices=["small", "full"], default="small",
+                    help="small: under a minute; full: 1 M text lines, 1/10/100 M samples, a 30-day cube, a day replay")
+    pb.add_argument("--format", choices=["table", "json"], default="table")
+    pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction")
+    pb.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
+    pb.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
+    pb.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pb.set_defaults(func=cmd_bench)
 
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)

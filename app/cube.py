@@ -20,6 +20,7 @@ MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
 
 _DDL = (
+    "create sequence if not exists cube_ids start 1",
     "create table if not exists cube_index (cube_key varchar primary key, cube_id integer not null, "
     "spec json not null, built_at timestamp not null default current_timestamp)",
     "create table if not exists cube_rows (cube_id integer not null, window_start timestamp not null, "
@@ -49,7 +50,14 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
     and ``cube_series_windows``, which later queries of the same connection may read)."""
     ids = [int(i) for i in dataset_ids]
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
-    sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids, window_s=int(window_s))
+    # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
+    # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
+    sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids, window_s=int(window_s),
+                    dedupe=False)
+    duplicates = con.execute("select count(*) from cube_series_windows where duplicates > 0").fetchone()[0]
+    if duplicates:
+        sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids,
+                        window_s=int(window_s), dedupe=True)
     sql.materialize(con, "cube__build", "cube_new")
 
 
@@ -73,7 +81,8 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
         row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
         if row:
             return int(row[0])
-        cube_id = con.execute("select coalesce(max(cube_id), 0) + 1 from cube_index").fetchone()[0]
+        # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
+        cube_id = con.execute("select nextval('cube_ids')").fetchall()[0][0]
         build_into_temp(con, ids, window_s, labels)
         con.execute("insert into cube_rows select $id, * from cube_new", {"id": cube_id})
         spec = {"datasets": sorted(ids), "window_s": window_s, "path_labels": labels, "rules": rules}

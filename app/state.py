@@ -1,8 +1,55 @@
-"""Session-state keys in one place (widgets and pages refer to these names only)."""
+"""Session-state keys in one place (widgets and pages refer to these names only).
+
+Values that must outlive a page switch or a restart (window, path mapping, promises, scenario
+inputs, saved sets) live in the workspace settings; widget keys are initialised from them.
+"""
 
 from __future__ import annotations
 
+import hashlib
+
+# data
 UPLOADS = "data_uploads"
 LAST_REPORTS = "data_last_reports"
-WINDOW = "cube_window"
-PATH_LABELS = "cube_path_labels"
+WINDOW = "data_window"
+PATH_LABELS = "data_path_labels"
+PATH_RULES = "data_path_rules"
+ACTIVE_DATASETS = "data_active_datasets"
+DELETE_DATASETS = "data_delete_datasets"
+
+# promise
+PROMISE_RANGE = "promise_range"
+INCLUDE_FAILED = "promise_include_failed"
+PROMISE_SIGNAL = "promise_chart_signal"
+PROMISE_ERROR = "promise_error"
+
+# economics
+ECON_PREFIX = "econ_"  # + a key of ui_data.ECON_DEFAULTS
+ECON_RUN = "econ_run"  # the last run: spec, inputs, analysis, predictions, timings
+ECON_CASE = "econ_case"  # (traffic, context) shown in the cost chart
+MODEL_PATH = "model_path"
+MODEL_VIEW = "model_view"
+
+# scenario sets
+SET_NAME = "sets_name"
+SET_A = "sets_a"
+SET_B = "sets_b"
+SETS_UPLOAD = "sets_upload"
+SETS_MESSAGE = "sets_message"
+
+
+def _slug(path: str) -> str:
+    return hashlib.sha1(path.encode()).hexdigest()[:10]
+
+
+def promise_key(path: str, field: str) -> str:
+    """Widget key of one field (preset, ttft_s, ...) of a path's promise (path names are free text)."""
+    return f"promise_{field}_{_slug(path)}"
+
+
+def breach_price_key(path: str) -> str:
+    return f"{ECON_PREFIX}breach_{_slug(path)}"
+
+
+def econ_key(name: str) -> str:
+    return ECON_PREFIX + name

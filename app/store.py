@@ -109,9 +109,9 @@ class Workspace:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(self.path, read_only=read_only, config=_engine_config())
         self._lock = threading.Lock()
-        if not read_only:
+        if not read_only:  # a read-only file already holds its schema and macros
             self._init_schema()
-        sql.install_macros(self.con)
+            sql.install_macros(self.con)
 
     # -- setup ---------------------------------------------------------------------------------
     def _init_schema(self) -> None:
@@ -130,6 +130,15 @@ class Workspace:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
+
+    def _read(self, query: str, params: dict[str, Any] | None = None) -> list[tuple]:
+        """A small read on its own cursor: safe while another thread holds the connection (a
+        Streamlit rerun starts while the previous script may still be inside DuckDB)."""
+        cur = self.con.cursor()
+        try:
+            return cur.execute(query, params).fetchall()
+        finally:
+            cur.close()
 
     def close(self) -> None:
         self.con.close()
@@ -188,9 +197,7 @@ class Workspace:
 
     def _load(self, display: str, digest: str, name: str, stager: Any, src: ingest.Source,
               records_kind: str | None = None) -> LoadReport:
-        existing = self.con.execute(
-            "select summary from datasets where digest = $d", {"d": digest}
-        ).fetchone()
+        existing = next(iter(self._read("select summary from datasets where digest = $d", {"d": digest})), None)
         if existing:
             report = LoadReport(**json.loads(existing[0]))
             report.file, report.status = display, "unchanged"
@@ -303,7 +310,7 @@ class Workspace:
         ).df()
 
     def dataset_ids(self) -> list[int]:
-        return [r[0] for r in self.con.execute("select dataset_id from datasets order by 1").fetchall()]
+        return [r[0] for r in self._read("select dataset_id from datasets order by 1")]
 
     def delete_dataset(self, dataset_id: int) -> None:
         with self.transaction() as con:
@@ -318,7 +325,7 @@ class Workspace:
 
     # -- settings and path rules ---------------------------------------------------------------
     def get_setting(self, key: str, default: Any = None) -> Any:
-        row = self.con.execute("select value from settings where key = $k", {"k": key}).fetchone()
+        row = next(iter(self._read("select value from settings where key = $k", {"k": key})), None)
         return json.loads(row[0]) if row else default
 
     def set_setting(self, key: str, value: Any) -> None:
@@ -331,7 +338,7 @@ class Workspace:
         return list(self.get_setting("path_labels", ["model_name"]))
 
     def path_rules(self) -> list[tuple[str, str]]:
-        return [tuple(r) for r in self.con.execute("select pattern, path from path_rules order by position").fetchall()]
+        return [tuple(r) for r in self._read("select pattern, path from path_rules order by position")]
 
     def set_paths(self, labels: Sequence[str], rules: Sequence[tuple[str, str]] = ()) -> None:
         """Store the path mapping: the labels that name a path and regex rules renaming their values."""

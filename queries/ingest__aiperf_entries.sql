@@ -7,6 +7,7 @@
 --   wins later); `labels_key` is the entry's labels as JSON text, a cheap exact series key part.
 -- grain: one row per metric entry per line
 -- @param path VARCHAR  the (uncompressed) JSON-lines file
+-- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns line_no BIGINT, ts TIMESTAMP, instance VARCHAR, family VARCHAR, labels MAP(VARCHAR, VARCHAR),
 --   labels_key VARCHAR, value DOUBLE, buckets MAP(VARCHAR, DOUBLE), sum DOUBLE, count DOUBLE, has_value BOOLEAN
 with
@@ -19,7 +20,7 @@ records as (
     from read_json(
         $path,
         format = 'newline_delimited',
-        maximum_object_size = 2147483647,
+        maximum_object_size = $max_object_size,
         columns = {endpoint_url: 'VARCHAR', timestamp_ns: 'BIGINT', metrics: 'MAP(VARCHAR, JSON)'}
     )
 ),

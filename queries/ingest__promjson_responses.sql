@@ -5,6 +5,7 @@
 --   (json_transform) only for matrix/vector results; scalar/string results and errors keep NULL.
 -- grain: one row per response (or bare series) in file order
 -- @param path VARCHAR  the (uncompressed) JSON file
+-- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns response_no BIGINT, status VARCHAR, error_type VARCHAR, error VARCHAR, result_type VARCHAR,
 --   result STRUCT(metric MAP(VARCHAR, VARCHAR), "values" VARCHAR[][], "value" VARCHAR[], histograms JSON, histogram JSON)[]
 with
@@ -23,7 +24,7 @@ documents as (
     from read_json(
         $path,
         format = 'auto',
-        maximum_object_size = 2147483647,
+        maximum_object_size = $max_object_size,
         columns = {
             status: 'VARCHAR',
             errorType: 'VARCHAR',

@@ -4,6 +4,7 @@
 --   (sorted labels as JSON) and what is wrong with a malformed line
 -- grain: one row per line (series)
 -- @param path VARCHAR  the (uncompressed) JSON-lines file
+-- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns line_no BIGINT, series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR),
 --   vals VARCHAR[], stamps VARCHAR[], display VARCHAR, problem VARCHAR
 with
@@ -16,7 +17,7 @@ records as (
     from read_json(
         $path,
         format = 'newline_delimited',
-        maximum_object_size = 2147483647,
+        maximum_object_size = $max_object_size,
         columns = {metric: 'MAP(VARCHAR, VARCHAR)', "values": 'VARCHAR[]', timestamps: 'VARCHAR[]'}
     )
 ),

@@ -80,6 +80,8 @@ def _params(query: sql.Query) -> dict:
         files = sorted(FILE_FIXTURES.glob(f"{query.name}.*"))
         assert files, f"tests/fixtures/queries/{query.name}.<ext> is needed to bind {query.name}"
         params["path"] = str(files[0])
+    if "max_object_size" in params:  # a JSON reader's object-size cap
+        params["max_object_size"] = 1 << 24
     return params
 
 

@@ -1,4 +1,8 @@
-"""Data: upload exports, see what each file held, choose path labels and the window."""
+"""Data: upload exports and see what each file held, manage datasets, map labels to paths, choose the
+window; then the traffic per path and the data health (counter resets, repaired buckets) of the cube.
+
+Queries: ``cube__requests_by_window`` and the cube's ``resets``/``repairs`` stats (``ui_data``).
+"""
 
 from __future__ import annotations
 
@@ -14,38 +18,99 @@ ws = ui_cache.workspace(db)
 st.title("Data")
 st.caption(f"Workspace: `{ws.path}` — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
 
+# -- load --------------------------------------------------------------------------------------------
 with st.form("upload_form", clear_on_submit=True):
     uploads = st.file_uploader(
         "Metric exports (Prometheus text or OpenMetrics, Prometheus API JSON, VictoriaMetrics export, "
-        "promtool dump, long CSV/Parquet, AIPerf server metrics; gzip ok)",
+        "promtool dump, long CSV/Parquet, AIPerf server metrics, per-request records; gzip ok)",
         accept_multiple_files=True, key=state.UPLOADS,
     )
     submitted = st.form_submit_button("Load")
 if submitted and uploads:
-    st.session_state[state.LAST_REPORTS] = ui_data.report_rows(ui_data.load_uploads(ws, uploads))
+    with st.spinner("Loading…"):
+        st.session_state[state.LAST_REPORTS] = ui_data.report_rows(ui_data.load_uploads(ws, uploads))
 if state.LAST_REPORTS in st.session_state:
+    reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
-    st.dataframe(st.session_state[state.LAST_REPORTS], hide_index=True)
+    for r in reports.itertuples(index=False):
+        if r.status == "failed":
+            st.error(f"**{r.file}** was not loaded: {r.errors}")
+        else:
+            st.success(f"**{r.file}**: {r.status} — {r.format}, engine {r.engine or 'unknown'}, "
+                       f"{r.series:,} series, {r.samples:,} samples, paths: {r.paths or 'none'}")
+    st.dataframe(reports, hide_index=True, key="last_load_table")
+
+
+# -- datasets ----------------------------------------------------------------------------------------
+def _delete() -> None:
+    for dataset_id in st.session_state.get(state.DELETE_DATASETS, []):
+        ws.delete_dataset(int(dataset_id))
+    st.session_state[state.DELETE_DATASETS] = []
+
+
+def _choose_datasets() -> None:
+    ws.set_setting(ui_data.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
+
 
 st.subheader("Datasets")
-datasets = ws.datasets()
-st.dataframe(datasets, hide_index=True, key="datasets_table")
+datasets = ui_data.datasets(ws)
+st.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
+    "scrape_interval_s": st.column_config.NumberColumn("scrape interval (s)"),
+    "snapshot": st.column_config.CheckboxColumn("single snapshot")})
+names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+left.multiselect("Delete datasets", list(names), format_func=lambda i: f"{i}: {names[i]}",
+                 key=state.DELETE_DATASETS)
+right.button("Delete selected", on_click=_delete, disabled=not st.session_state.get(state.DELETE_DATASETS))
+
 if datasets.empty:
     st.info("No data yet: upload an export above, or run `headroom load FILE` on the command line.")
-    st.stop()
+else:
+    st.session_state[state.ACTIVE_DATASETS] = ui_data.active_datasets(ws)
+    st.multiselect("Datasets in the analysis (the cube is built from these)", list(names),
+                   format_func=lambda i: f"{i}: {names[i]}", key=state.ACTIVE_DATASETS, on_change=_choose_datasets)
 
-st.session_state.setdefault(state.WINDOW, "5m")
-st.session_state.setdefault(state.PATH_LABELS, ",".join(ws.path_labels()))
-left, right = st.columns(2)
-window_text = left.text_input("Window (1m … 1d)", key=state.WINDOW)
-labels_text = right.text_input("Path labels (comma-separated; a path is the values of these labels)",
-                               key=state.PATH_LABELS)
-try:
-    window_s = parse_window(window_text)
-except ValueError as exc:
-    st.error(str(exc))
-    st.stop()
-labels = tuple(s.strip() for s in labels_text.split(",") if s.strip()) or ("model_name",)
-cube = ui_cache.cube_id(db, tuple(ws.dataset_ids()), window_s, labels, tuple(ws.path_rules()))
-traffic = ui_cache.requests_per_window(db, cube)
-st.plotly_chart(charts.requests_over_time(traffic, window_s), key="requests_chart")
+    # -- path mapping and window (a change builds a new cube, so they are applied together) ---------
+    st.subheader("Paths and window")
+    st.session_state.setdefault(state.WINDOW, ui_data.window_text(ui_data.window_seconds(ws)))
+    st.session_state.setdefault(state.PATH_LABELS, ", ".join(ws.path_labels()))
+    st.session_state.setdefault(state.PATH_RULES, ui_data.format_rules(ws.path_rules()))
+    with st.form("mapping_form"):
+        c1, c2 = st.columns([1, 2])
+        c1.text_input("Window (1m … 1d)", key=state.WINDOW)
+        c2.text_input("Path labels (comma-separated; a path is the values of these labels joined with ' / ')",
+                      key=state.PATH_LABELS)
+        st.text_area("Rules renaming path keys: one `REGEX => PATH` per line, the regex matches the whole key, "
+                     "first match wins", key=state.PATH_RULES, placeholder="llama-3.1-8b-(chat|interactive) => chat")
+        applied = st.form_submit_button("Apply")
+    if applied:
+        try:
+            window_s = parse_window(st.session_state[state.WINDOW])
+            labels = ui_data.parse_labels(st.session_state[state.PATH_LABELS])
+            rules = ui_data.parse_rules(st.session_state[state.PATH_RULES])
+        except ValueError as exc:
+            st.error(str(exc))
+        else:
+            ws.set_paths(labels, rules)
+            ws.set_setting(ui_data.SETTING_WINDOW, window_s)
+
+    ref = ui_cache.current_cube(db)
+    traffic = ui_cache.requests_per_window(db, ref)
+    if traffic.empty:
+        st.warning("The cube holds no request counts: no TTFT histogram or request counter of a known engine.")
+    else:
+        totals = traffic.groupby("path", as_index=False).agg(requests=("requests", "sum"),
+                                                             replicas=("replicas", "max"))
+        st.dataframe(totals, hide_index=True, key="paths_table",
+                     column_config={"requests": st.column_config.NumberColumn(format="%d")})
+        st.plotly_chart(charts.requests_over_time(traffic, ref.window_s), key="requests_chart", width="stretch")
+
+    st.subheader("Data health")
+    health = ui_cache.data_health(db, ref)
+    if health.empty:
+        st.success("No counter reset and no repaired bucket in this cube.")
+    else:
+        by_stat = health.groupby("stat")["value"].sum()
+        st.caption(f"{by_stat.get('resets', 0):,.0f} series resets (restarts) and {by_stat.get('repairs', 0):,.0f} "
+                   "non-monotone buckets repaired the way Prometheus does (running maximum over `le`).")
+        st.plotly_chart(charts.data_health(health), key="health_chart", width="stretch")

@@ -15,14 +15,20 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail
+from app.ingest.base import Source, Staged, fail, json_object_limit
 from app.ingest.text import empty_tables
 
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Stage an AIPerf server-metrics JSON-lines export."""
     try:
-        sql.materialize(con, "ingest__aiperf_entries", "aiperf_entries", path=str(src.path))
+        sql.materialize(
+            con,
+            "ingest__aiperf_entries",
+            "aiperf_entries",
+            path=str(src.path),
+            max_object_size=json_object_limit(src),
+        )
     except duckdb.Error as exc:
         raise fail(src, "not an AIPerf server_metrics_export.jsonl: " + str(exc).splitlines()[0]) from None
     n_null, n_shapeless, shapeless_family, n_lines, first_untimed = sql.rows(con, "ingest__aiperf_summary")[0]
@@ -32,7 +38,9 @@ def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     if n_null:
         notes.append(f"skipped {n_null} entries with a null value (NaN or Inf in AIPerf's JSON)")
     if n_shapeless:
-        notes.append(f"skipped {n_shapeless} entries with neither a value nor buckets (e.g. {shapeless_family})")
+        notes.append(
+            f"skipped {n_shapeless} entries with neither a value nor buckets (e.g. {shapeless_family})"
+        )
     sql.materialize(con, "ingest__aiperf_samples", "aiperf_samples")
     sql.materialize(con, "ingest__aiperf_points", "stage_points")
     sql.materialize(con, "ingest__aiperf_keys", "stage_keys")

@@ -70,8 +70,14 @@ class Source:
             return fh.read(n)
 
 
+def json_object_limit(src: Source) -> int:
+    """Largest JSON object a reader accepts: the file's size (a JSON object cannot be larger), at least
+    1 MiB; DuckDB sizes its read buffer by this, so 2 GiB regardless would not fit a bounded memory."""
+    return max(1 << 20, min(src.path.stat().st_size + 1024, (1 << 31) - 1))
+
+
 def fail(src: Source, what: str, line: int | None = None, series: str | None = None) -> IngestError:
     return IngestError(src.display, what, line=line, series=series)
 
 
-__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail"]
+__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail", "json_object_limit"]

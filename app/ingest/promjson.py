@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged, fail
+from app.ingest.base import IngestError, Source, Staged, fail, json_object_limit
 from app.ingest.text import empty_tables, shorten
 
 MAX_REPORTED = 4
@@ -21,7 +21,13 @@ MAX_REPORTED = 4
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Stage a Prometheus API JSON file."""
     try:
-        sql.materialize(con, "ingest__promjson_responses", "promjson_responses", path=str(src.path))
+        sql.materialize(
+            con,
+            "ingest__promjson_responses",
+            "promjson_responses",
+            path=str(src.path),
+            max_object_size=json_object_limit(src),
+        )
     except duckdb.Error as exc:
         raise fail(src, "not a Prometheus API JSON file: " + str(exc).splitlines()[0]) from None
     sql.materialize(con, "ingest__promjson_series", "promjson_series")

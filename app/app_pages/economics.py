@@ -1,0 +1,166 @@
+"""Economics: headroom cost against breach cost per path for capacity scenarios (replicas N', traffic
+and context multipliers), the cheapest N', the break-even price of a breach and the cost per request
+that kept the promise.
+
+Replays run only on "Run scenarios" and are cached per scenario (``ui_cache.scenario``); prices are
+not part of that key, so a price change re-prices the cached predictions without any replay.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app import charts, state, ui_cache, ui_data
+from app.economics import crosscheck, saved
+from app.store import default_db_path
+
+db = default_db_path()
+ws = ui_cache.workspace(db)
+st.title("Economics")
+
+ref = ui_cache.current_cube(db)
+paths = ui_cache.request_paths(db, ref) if ref else []
+if not paths:
+    st.info("No path with request histograms yet: load an export on the Data page.")
+    st.stop()
+promises = ui_data.stored_promises(ws, paths)
+datasets = ui_data.datasets(ws)
+names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
+inputs = ui_data.economics_inputs(ws)
+inputs["datasets"] = [i for i in inputs["datasets"] or [] if i in names] or ui_data.default_datasets(datasets)
+for k, v in inputs.items():
+    if k != "breach":
+        st.session_state.setdefault(state.econ_key(k), v)
+for p in paths:
+    st.session_state.setdefault(state.breach_price_key(p), float(inputs["breach"].get(p, inputs["default_breach"])))
+
+# -- inputs (a form: nothing reruns until "Run scenarios") ----------------------------------------------
+with st.form("econ_form"):
+    c = st.columns(4)
+    c[0].text_input("Replicas N' (FROM:TO[:STEP] or a list)", key=state.econ_key("replicas"))
+    c[1].text_input("Traffic multipliers", key=state.econ_key("traffic"))
+    c[2].text_input("Context-length multipliers", key=state.econ_key("context"))
+    c[3].number_input("Seeds per scenario", min_value=1, max_value=10, step=1, key=state.econ_key("seeds"))
+    st.multiselect("Datasets to replay", list(names), format_func=lambda i: f"{i}: {names[i]}",
+                   key=state.econ_key("datasets"))
+    c = st.columns(5)
+    c[0].radio("Replica price", ["GPU-hour", "replica-hour"], key=state.econ_key("price_basis"),
+               format_func=lambda b: "per GPU-hour × GPUs" if b == "GPU-hour" else "per replica-hour")
+    c[1].number_input("USD per GPU-hour", min_value=0.0, step=0.1, key=state.econ_key("gpu_hour"))
+    c[2].number_input("GPUs per replica", min_value=0.0, step=1.0, key=state.econ_key("gpus_per_replica"))
+    c[3].number_input("USD per replica-hour", min_value=0.0, step=0.1, key=state.econ_key("replica_hour"))
+    c[4].number_input("Horizon (hours)", min_value=1.0, step=24.0, key=state.econ_key("horizon_hours"))
+    c = st.columns(len(paths) + 1)
+    for col, p in zip(c, paths, strict=False):
+        col.number_input(f"USD per breach: {p}", min_value=0.0, step=0.001, format="%.4f",
+                         key=state.breach_price_key(p))
+    c[-1].selectbox("Fleet cost split across paths", ["requests", "equal"], key=state.econ_key("split"))
+    with st.expander("Assumptions the metrics cannot show"):
+        c = st.columns(5)
+        c[0].selectbox("Router", ui_data.ROUTERS, key=state.econ_key("router"))
+        c[1].number_input("max_num_seqs", min_value=1, step=1, key=state.econ_key("max_num_seqs"))
+        c[2].number_input("max_num_batched_tokens", min_value=16, step=256,
+                          key=state.econ_key("max_num_batched_tokens"))
+        c[3].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
+                          key=state.econ_key("observed_replicas"))
+        c[4].checkbox("Calibrate mean TTFT/TPOT at the observed N", key=state.econ_key("calibrate"))
+    submitted = st.form_submit_button("Run scenarios", type="primary")
+st.caption("Replays run only when you press *Run scenarios*, once per scenario: pressing it again after changing "
+           "only prices re-prices the cached replays in milliseconds. The twin replays TTFT and TPOT; E2E and "
+           "queue thresholds are not part of its promise.")
+
+if submitted:
+    new = {k: st.session_state[state.econ_key(k)] for k in ui_data.ECON_DEFAULTS if k != "breach"}
+    new["breach"] = {p: st.session_state[state.breach_price_key(p)] for p in paths}
+    ws.set_setting(ui_data.SETTING_ECONOMICS, new)
+    try:
+        spec = ui_data.replay_spec(new, ws.path_labels(), ws.path_rules(), promises)
+        grid = ui_data.scenario_grid(new)
+    except ValueError as exc:
+        st.error(str(exc))
+    else:
+        started, clicked, predictions, replayed = time.perf_counter(), time.time(), [], 0
+        with st.status(f"Running {len(grid)} scenarios…", expanded=True) as status:
+            bar = st.progress(0.0, text="fitting the capacity model and replaying at the observed N")
+            try:
+                analysis = ui_cache.analysis(db, spec)
+                for i, (n, g, m) in enumerate(grid):
+                    result = ui_cache.scenario(db, spec, n, g, m)
+                    predictions += result.predictions
+                    fresh = result.computed_at >= clicked
+                    replayed += fresh
+                    bar.progress((i + 1) / len(grid), text=f"N'={n} traffic ×{g:g} context ×{m:g}: "
+                                 + (f"replayed in {result.took_s:.1f} s" if fresh else "from the cache"))
+            except ValueError as exc:
+                status.update(label=f"Could not run the scenarios: {exc}", state="error")
+            else:
+                # beside the model (no replay): the empirical curve and the queueing view, as the CLI does
+                replicas, traffic, _ = ui_data.grid_axes(new)
+                try:
+                    cross = ui_cache.cross_check(db, spec, tuple(replicas), tuple(traffic))
+                    queue = crosscheck.queueing_view(analysis, replicas)
+                except ValueError as exc:
+                    cross = queue = None
+                    st.warning(f"No load–response curve or queueing view: {exc}")
+                status.update(label=f"{len(grid)} scenarios, {replayed} replayed, in "
+                              f"{time.perf_counter() - started:.1f} s", state="complete", expanded=False)
+                st.session_state[state.ECON_RUN] = {
+                    "spec": spec, "inputs": new, "analysis": analysis, "predictions": predictions,
+                    "cross_check": cross, "queueing": queue, "took_s": time.perf_counter() - started,
+                    "replayed": f"{replayed} of {len(grid)}"}
+
+run = st.session_state.get(state.ECON_RUN)
+if run is None:
+    st.info("Set the scenarios and prices above, then press **Run scenarios**.")
+else:
+    if ui_data.replay_spec(run["inputs"], ws.path_labels(), ws.path_rules(), promises) != run["spec"]:
+        st.warning("The promises or the path mapping changed since these results: press **Run scenarios** to replay.")
+
+    t = time.perf_counter()
+    doc = ui_data.price(run)
+    pricing_ms = 1000 * (time.perf_counter() - t)
+
+    # -- results -------------------------------------------------------------------------------------------
+    verdicts = ui_data.verdict(doc)
+    st.subheader("Decision")
+    for v in verdicts:
+        c = st.columns(4)
+        c[0].metric(f"Cheapest N' (traffic ×{v['traffic']:g}, context ×{v['context']:g})", v["replicas"])
+        c[1].metric("Total cost over the horizon", f"${v['total_cost']:,.0f}")
+        c[2].metric("Interval ends agree", "yes" if v["determined_by_data"] else "no",
+                    help=f"cheapest at the low end: {v['replicas_if_low']}, at the high end: {v['replicas_if_high']}")
+        kept = v["cost_per_kept_request"]
+        c[3].metric("Headroom $ per kept request", "n/a" if kept is None else f"${kept:.5f}",
+                    help="headroom cost over the horizon / requests that kept the promise, at the cheapest N'")
+    for line in ui_data.break_even_lines(doc):
+        st.markdown(line)
+
+    cases = sorted({(r["traffic"], r["context"]) for r in doc["fleet"]})
+    case = cases[0] if len(cases) == 1 else st.selectbox(
+        "Traffic × context case", cases, key=state.ECON_CASE,
+        format_func=lambda c: f"traffic ×{c[0]:g}, context ×{c[1]:g}")
+    st.plotly_chart(charts.scenario_costs(ui_data.fleet_frame(doc, *case)), key="cost_chart", width="stretch")
+    money = st.column_config.NumberColumn(format="$%.2f")
+    pct = st.column_config.NumberColumn(format="%.3f %%")
+    table = ui_data.scenario_table(doc)
+    st.dataframe(table, hide_index=True, key="scenario_table", column_config={
+        **{c: pct for c in table.columns if c.endswith("%")}, **{c: money for c in table.columns if c.endswith("$")},
+        "requests": st.column_config.NumberColumn(format="%d"),
+        "expected breaches": st.column_config.NumberColumn(format="%d")})
+    st.caption(f"Observed: {doc['observed_replicas']} replicas over {doc['observed']['hours']:.1f} h. "
+               f"Run: {run['took_s']:.1f} s ({run['replayed']} scenarios replayed, the rest from the cache); "
+               f"pricing took {pricing_ms:.1f} ms. Intervals: spread over seeds widened by the model error at the "
+               "observed N (see Capacity model); *extrapolated* scenarios also span a ±15 % sensitivity envelope.")
+
+    with st.form("save_set_form", clear_on_submit=True):
+        name = st.text_input("Save these results as a named set", key=state.SET_NAME)
+        if st.form_submit_button("Save set"):
+            try:
+                saved.save(ws, name.strip(), ui_data.saved_inputs(run), doc)
+            except ValueError as exc:
+                st.error(str(exc))
+            else:
+                st.success(f"Saved **{name.strip()}**: compare it on the Scenario sets page "
+                           "(or `headroom saved compare`).")

@@ -1,0 +1,169 @@
+"""A real browser journey: `streamlit run` on a free loopback port with a temporary workspace, driven by
+Playwright through Debian's /usr/bin/chromium (never `playwright install`).
+
+Data page on the sample (a 1-hour slice of the bundled day, the export an empty workspace opens on) →
+upload a real /metrics capture and read its summary → Promise: change a threshold and see the share
+move to the value computed from the raw samples → Economics: run two scenarios and see the cheapest N'.
+One interaction at a time, each followed by an ``expect`` on its visible effect (environment recipes,
+pitfall 12). Under CI=true a missing Chromium fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app import state, ui_data
+from tests.conftest import IN_CI, REAL_CAPTURES
+from tests.test_pages import APP, INTERACTIVE, ROOT, independent_ttft_share, make_slice
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+UPLOAD = REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom"
+SLOW = 180_000  # ms: the first replay on a loaded 2-core machine
+
+
+def _require_browser() -> None:
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"{CHROMIUM} is missing (apt-get install chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "the playwright package is missing (pip install -e '.[test]')"
+    if missing and IN_CI:
+        pytest.fail(f"browser journey under CI=true: {missing}")
+    if missing:
+        pytest.skip(f"browser journey skipped outside CI: {missing}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("browser")
+    dirs = {name: root / name for name in ("tmp", "xdg-config", "xdg-cache", "shots")}
+    for d in dirs.values():
+        d.mkdir()
+    dirs["root"] = root
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def app_url(scratch: dict[str, Path]) -> Iterator[str]:
+    _require_browser()
+    sample = scratch["sample"] = make_slice(scratch["root"] / "metrics-11h30-12h30.parquet")
+    env = {**os.environ, "HEADROOM_DB": str(scratch["root"] / "workspace.duckdb"),
+           ui_data.SAMPLE_ENV: str(sample), "TMPDIR": str(scratch["tmp"]),
+           "XDG_CONFIG_HOME": str(scratch["xdg-config"]), "XDG_CACHE_HOME": str(scratch["xdg-cache"])}
+    port = _free_port()
+    log = (scratch["root"] / "streamlit.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.close()
+            raise RuntimeError((scratch["root"] / "streamlit.log").read_text())
+        time.sleep(0.1)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    log.close()
+
+
+def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("HEADROOM_SCREENSHOTS") or scratch["shots"])
+    shots.mkdir(parents=True, exist_ok=True)
+    expected_share = independent_ttft_share(scratch["sample"], INTERACTIVE, "1.0")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                                    env={**os.environ, "XDG_CONFIG_HOME": str(scratch["xdg-config"]),
+                                         "XDG_CACHE_HOME": str(scratch["xdg-cache"])})
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        nav = page.get_by_test_id("stSidebarNav")
+
+        # 1. the Data page opens on the sample
+        page.goto(app_url)
+        expect(page.get_by_role("heading", name="Data", exact=True)).to_be_visible(timeout=SLOW)
+        expect(page.get_by_text("1: bundled sample")).to_be_visible(timeout=SLOW)
+        expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=SLOW)
+        expect(page.get_by_text(re.compile(r"Last interaction: [\d,]+ ms on the server"))).to_be_visible()
+
+        # 2. upload a real vLLM /metrics capture: first the file, then the Load button
+        page.locator('input[type="file"]').first.set_input_files(UPLOAD)
+        chip = page.get_by_test_id("stFileChip")  # the chip shortens long names: "vllm-v...atadog.prom"
+        expect(chip).to_have_count(1, timeout=SLOW)
+        expect(chip).to_contain_text("12.8KB")
+        page.get_by_role("button", name="Load", exact=True).click()
+        summary = page.get_by_test_id("stAlert").filter(has_text=UPLOAD.name)
+        expect(summary).to_contain_text("loaded", timeout=SLOW)
+        expect(summary).to_contain_text("vllm-v0")
+        expect(summary).to_contain_text("facebook/opt-125m")
+        expect(page.get_by_text("2: vllm-v0-opt125m-datadog.prom").first).to_be_visible(timeout=SLOW)
+        expect(page.get_by_role("heading", name="Data health")).to_be_visible(timeout=SLOW)
+        page.screenshot(path=str(shots / "1-data.png"))
+
+        # 3. Promise: the interactive TTFT threshold from 0.5 s to 1 s moves the share
+        nav.get_by_text("Promise", exact=True).click()
+        expect(page.get_by_role("heading", name="Promise", exact=True)).to_be_visible(timeout=SLOW)
+        headline = page.locator(f".st-key-{state.promise_key(INTERACTIVE, 'headline')}")
+        expect(headline.get_by_test_id("stMetric").filter(has_text="TTFT > 0.5 s")).to_be_visible(timeout=SLOW)
+        ttft = page.locator(f".st-key-{state.promise_key(INTERACTIVE, 'ttft_s')} input")
+        ttft.fill("1.0")
+        ttft.press("Enter")
+        moved = headline.get_by_test_id("stMetric").filter(has_text="TTFT > 1 s")
+        expect(moved.get_by_test_id("stMetricValue")).to_have_text(f"{100 * expected_share:.2f} %", timeout=SLOW)
+        expect(page.get_by_text("Page when the 1 h and 5 min burn")).to_be_visible(timeout=SLOW)
+        page.screenshot(path=str(shots / "2-promise.png"))
+
+        # 4. Economics: two scenarios, one seed, then the cheapest N'
+        nav.get_by_text("Economics", exact=True).click()
+        expect(page.get_by_role("heading", name="Economics", exact=True)).to_be_visible(timeout=SLOW)
+        replicas = page.locator(f".st-key-{state.econ_key('replicas')} input")
+        replicas.fill("4:5")
+        expect(replicas).to_have_value("4:5")
+        page.get_by_role("button", name="Run scenarios").click()
+        cheapest = page.get_by_test_id("stMetric").filter(has_text="Cheapest N'")
+        expect(cheapest.get_by_test_id("stMetricValue")).to_have_text(re.compile(r"^[45]$"), timeout=SLOW)
+        expect(page.get_by_text(re.compile(r"pricing took [\d.]+ ms"))).to_be_visible(timeout=SLOW)
+        page.screenshot(path=str(shots / "3-economics.png"))
+
+        # 5. the capacity model behind the run
+        nav.get_by_text("Capacity model", exact=True).click()
+        expect(page.get_by_text("One replica, fitted from the metrics")).to_be_visible(timeout=SLOW)
+        expect(page.get_by_text("Isotonic fits of the per-window joint share")).to_be_visible(timeout=SLOW)
+        page.screenshot(path=str(shots / "4-capacity-model.png"))
+        browser.close()

@@ -1,0 +1,339 @@
+"""AppTest: every page the router registers renders, and the interactions that matter behave.
+
+The workspace is a copy of a template holding a 1-hour slice of the bundled day (11:30–12:30 UTC, with
+its two bursts), loaded the way the dashboard opens an empty workspace (``HEADROOM_SAMPLE``); the
+user's workspace is never touched. Streamlit caches are cleared around every test (AppTest runs every
+instance under one session id, so caches would leak between tests).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pickle
+import shutil
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from unittest import mock
+
+import duckdb
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.util import patch_config_options
+
+from app import cube, state, ui_data
+from app.economics import saved, scenarios
+from app.economics.replay import RunShares
+from app.store import Workspace
+from tests.conftest import REAL_CAPTURES
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app" / "streamlit_app.py"
+SAMPLE = ROOT / "data" / "sample" / "metrics.parquet"
+SLICE = (datetime(2026, 11, 17, 11, 30), datetime(2026, 11, 17, 12, 30))
+INTERACTIVE, BATCH = "llama-3.1-8b-interactive", "llama-3.1-8b-batch"
+
+
+def make_slice(out: Path, start: datetime = SLICE[0], end: datetime = SLICE[1]) -> Path:
+    """A slice of the bundled export, same format (long Parquet), for fast tests."""
+    con = duckdb.connect()
+    con.execute("set timezone = 'UTC'")
+    rel = con.sql("select * from read_parquet($src) where timestamp >= $start::timestamptz "
+                  "and timestamp < $end::timestamptz", params={"src": str(SAMPLE), "start": start, "end": end})
+    rel.write_parquet(str(out))
+    con.close()
+    return out
+
+
+def registered_pages() -> list[str]:
+    """The page files of the router's ``st.Page(...)`` calls, read from its source."""
+    tree = ast.parse(APP.read_text())
+    return [node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "Page" and node.args and isinstance(node.args[0], ast.Constant)]
+
+
+@pytest.fixture(scope="session")
+def sample_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_slice(tmp_path_factory.mktemp("slice") / "metrics-11h30-12h30.parquet")
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory, sample_slice: Path) -> Path:
+    """A workspace that opened on the slice and built its default cube."""
+    path = tmp_path_factory.mktemp("template") / "workspace.duckdb"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ui_data.SAMPLE_ENV, str(sample_slice))
+        with Workspace(path) as ws:
+            assert ui_data.ensure_sample_loaded(ws).status == "loaded"
+            cube.ensure_cube(ws, ws.dataset_ids(), ui_data.DEFAULT_WINDOW_S, ws.path_labels())
+    return path
+
+
+@pytest.fixture(autouse=True)
+def workspace_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, template_db: Path,
+                 sample_slice: Path) -> Iterator[Path]:
+    db = tmp_path / "workspace.duckdb"
+    shutil.copy(template_db, db)
+    monkeypatch.setenv("HEADROOM_DB", str(db))
+    monkeypatch.setenv(ui_data.SAMPLE_ENV, str(sample_slice))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    # AppTest keeps each widget's format_func (a lambda) in session state for itself, which the
+    # project's enforceSerializableSessionState rejects; `assert_picklable` checks our own keys instead
+    with patch_config_options({"runner.enforceSerializableSessionState": False}):
+        yield db
+    st.cache_data.clear()
+    st.cache_resource.clear()  # closes the workspace (on_release)
+
+
+def open_app() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def assert_picklable(at: AppTest) -> None:
+    """Our session state survives pickling (what enforceSerializableSessionState checks in the app)."""
+    for key in at.session_state:
+        try:
+            pickle.dumps(at.session_state[key])
+        except Exception as exc:  # pragma: no cover - the assertion message is the point
+            raise AssertionError(f"session state {key!r} cannot be pickled: {exc}") from exc
+
+
+TABLES = {  # a column only that table has (AppTest does not expose st.dataframe keys)
+    "last_load": "errors", "datasets": "dataset_id", "paths": "replicas", "promise_summary": "meets target",
+    "promise_marginals": "signal", "scenarios": "N'", "model": "quantity", "sets": "saved (UTC)", "compare": "",
+}
+
+
+def table(at: AppTest, name: str) -> pd.DataFrame:
+    (frame,) = [d.value for d in at.dataframe if TABLES[name] in d.value.columns]
+    return frame
+
+
+def settings(db: Path, key: str) -> object:
+    with Workspace(db) as ws:
+        return ws.get_setting(key)
+
+
+# -- every page ------------------------------------------------------------------------------------------
+def test_the_router_registers_the_five_pages() -> None:
+    assert registered_pages() == ["app_pages/data.py", "app_pages/promise.py", "app_pages/economics.py",
+                                  "app_pages/model.py", "app_pages/sets.py"]
+
+
+@pytest.mark.parametrize("page_file", registered_pages())
+def test_every_registered_page_renders(page_file: str) -> None:
+    at = open_app()
+    at.switch_page(page_file).run()
+    assert not at.exception, at.exception
+    assert at.title and at.title[0].value
+    assert not at.error
+    # the time of the interaction, in small text (people check the "milliseconds" claim)
+    assert any("ms on the server" in c.value for c in at.sidebar.caption)
+    assert_picklable(at)
+
+
+# -- data ------------------------------------------------------------------------------------------------
+def test_an_empty_workspace_opens_on_the_sample(workspace_db: Path) -> None:
+    workspace_db.unlink()
+    at = open_app()
+    datasets = table(at, "datasets")
+    assert list(datasets["name"]) == ["bundled sample"]
+    assert set(table(at, "paths")["path"]) == {INTERACTIVE, BATCH}
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_upload_summarises_each_file_and_a_bad_file_does_not_stop_the_others() -> None:
+    at = open_app()
+    good = (REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom").read_bytes()
+    at.file_uploader(key=state.UPLOADS).set_value([("vllm-v0-opt125m-datadog.prom", good, "text/plain"),
+                                                   ("broken.prom", b"vllm:x{le=\"1\" 3\n", "text/plain")])
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert not at.exception, at.exception
+    report = table(at, "last_load").set_index("file")
+    assert report.loc["vllm-v0-opt125m-datadog.prom", "status"] == "loaded"
+    assert report.loc["vllm-v0-opt125m-datadog.prom", "engine"] == "vllm-v0"
+    assert "facebook/opt-125m" in report.loc["vllm-v0-opt125m-datadog.prom", "paths"]
+    assert "python_info" in report.loc["vllm-v0-opt125m-datadog.prom", "unknown metrics"]
+    assert report.loc["broken.prom", "status"] == "failed" and report.loc["broken.prom", "errors"]
+    assert any("broken.prom" in e.value for e in at.error)
+    assert len(table(at, "datasets")) == 2
+    assert "facebook/opt-125m" in set(table(at, "paths")["path"])
+
+
+def test_path_rules_are_stored_and_build_a_new_cube(workspace_db: Path) -> None:
+    at = open_app()
+    at.text_area(key=state.PATH_RULES).set_value(r"llama-3\.1-8b-(interactive|batch) => llama-8b")
+    at.button(key="FormSubmitter:mapping_form-Apply").click().run()
+    assert not at.exception, at.exception
+    assert list(table(at, "paths")["path"]) == ["llama-8b"]
+    assert settings(workspace_db, "path_labels") == ["model_name"]
+    with Workspace(workspace_db) as ws:
+        assert ws.path_rules() == [(r"llama-3\.1-8b-(interactive|batch)", "llama-8b")]
+    at.text_area(key=state.PATH_RULES).set_value("(unclosed => x")
+    at.button(key="FormSubmitter:mapping_form-Apply").click().run()
+    assert any("bad regex" in e.value for e in at.error)
+
+
+def test_deleting_a_dataset(workspace_db: Path) -> None:
+    at = open_app()
+    at.multiselect(key=state.DELETE_DATASETS).set_value([1]).run()
+    next(b for b in at.button if b.label == "Delete selected").click().run()
+    assert not at.exception, at.exception
+    assert table(at, "datasets").empty
+    assert any("No data yet" in i.value for i in at.info)
+
+
+# -- promise ---------------------------------------------------------------------------------------------
+def independent_ttft_share(sample_slice: Path, path: str, le: str) -> float:
+    """Share of ``path``'s first tokens above bucket bound ``le``, straight from the export's raw
+    samples: per series the last value minus the first (no restart in the slice), summed over replicas."""
+    raw = pd.read_parquet(sample_slice)
+    raw = raw[raw["metric"].isin([f"vllm:time_to_first_token_seconds_{s}" for s in ("bucket", "count")])]
+    labels = raw["labels"].map(json.loads)
+    raw = raw[labels.map(lambda d: d.get("model_name") == path)].assign(le=labels.map(lambda d: d.get("le")))
+    bucket = raw[(raw["metric"].str.endswith("_bucket")) & (raw["le"] == le)]
+    count = raw[raw["metric"].str.endswith("_count")]
+
+    def increase(frame: pd.DataFrame) -> float:
+        g = frame.sort_values("timestamp").groupby("labels")["value"]
+        return float((g.last() - g.first()).sum())
+
+    return 1 - increase(bucket) / increase(count)
+
+
+def test_a_threshold_change_updates_the_share_without_rebuilding_the_cube(workspace_db: Path,
+                                                                         sample_slice: Path) -> None:
+    at = goto(open_app(), "promise")
+    with mock.patch("app.cube.build_into_temp", wraps=cube.build_into_temp) as builds:
+        at.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).set_value(1.0).run()
+        assert not at.exception, at.exception
+        assert builds.call_count == 0
+    marginals = table(at, "promise_marginals").set_index(["path", "signal"])
+    row = marginals.loc[(INTERACTIVE, "TTFT")]
+    expected = independent_ttft_share(sample_slice, INTERACTIVE, "1.0")
+    assert 0.05 < expected < 0.6  # the slice holds two bursts: a real share, not a degenerate one
+    assert row["threshold (s)"] == 1.0 and row["exact"] == "exact"
+    assert row["breach %"] == pytest.approx(100 * expected, rel=1e-9)
+    # the preset no longer describes the promise, and the value is kept in the workspace
+    assert at.selectbox(key=state.promise_key(INTERACTIVE, "preset")).value == ui_data.CUSTOM
+    assert settings(workspace_db, ui_data.SETTING_PROMISES)[INTERACTIVE]["ttft_s"] == 1.0
+    # a restart (fresh session, caches cleared) shows the stored value
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    again = goto(open_app(), "promise")
+    assert again.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).value == 1.0
+    assert_picklable(at)
+
+
+def test_a_preset_sets_the_thresholds() -> None:
+    at = goto(open_app(), "promise")
+    at.selectbox(key=state.promise_key(BATCH, "preset")).set_value("mlperf-v5.1-llama3.1-405b-server").run()
+    assert at.number_input(key=state.promise_key(BATCH, "ttft_s")).value == 6.0
+    assert at.number_input(key=state.promise_key(BATCH, "tpot_s")).value == 0.175
+    marginals = table(at, "promise_marginals").set_index(["path", "signal"])
+    assert marginals.loc[(BATCH, "TTFT"), "threshold (s)"] == 6.0
+
+
+# -- economics -------------------------------------------------------------------------------------------
+def run_scenarios(at: AppTest, replicas: str) -> AppTest:
+    at.text_input(key=state.econ_key("replicas")).set_value(replicas)
+    at.button(key="FormSubmitter:econ_form-Run scenarios").click().run(timeout=240)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_a_price_change_reprices_the_cached_replays_without_running_any() -> None:
+    with mock.patch.object(scenarios, "replay", wraps=scenarios.replay) as replays, \
+            mock.patch("app.cube.build_into_temp", wraps=cube.build_into_temp) as builds:
+        at = run_scenarios(goto(open_app(), "economics"), "4")
+        first = replays.call_count
+        assert any("(1 of 1 scenarios replayed" in c.value for c in at.caption)
+        assert first >= 2  # the replay at the observed N (1 seed) and the scenario
+        before = table(at, "scenarios").set_index("path")
+        cube_builds = builds.call_count
+        at.number_input(key=state.econ_key("gpu_hour")).set_value(5.0)
+        at.button(key="FormSubmitter:econ_form-Run scenarios").click().run()
+        assert not at.exception, at.exception
+        assert replays.call_count == first  # priced again, replayed never
+        assert any("(0 of 1 scenarios replayed" in c.value for c in at.caption)
+        assert builds.call_count == cube_builds
+    after = table(at, "scenarios").set_index("path")
+    # 720 h x 4 replicas x $5 instead of $2.50: the headroom cost doubles, the breaches stay
+    assert after["headroom cost $"].sum() == pytest.approx(2 * before["headroom cost $"].sum())
+    assert after["headroom cost $"].sum() == pytest.approx(720 * 4 * 5.0)
+    assert list(after["breach cost $"]) == pytest.approx(list(before["breach cost $"]))
+    assert list(after["joint breach %"]) == list(before["joint breach %"])
+    assert at.metric[0].label.startswith("Cheapest N'") and at.metric[0].value == "4"
+    assert_picklable(at)
+    # the capacity model page reads the same run, and its views never replay
+    with mock.patch.object(scenarios, "replay", side_effect=AssertionError("no replay outside Run scenarios")):
+        goto(at, "model")
+        assert table(at, "model")["quantity"].iloc[0] == "step time: base"
+        assert len(at.get("plotly_chart")) == 1  # the load-response curve
+        at.segmented_control(key=state.MODEL_VIEW).set_value("Queueing (thinking tool)").run()
+        assert not at.exception, at.exception
+        assert len(at.get("plotly_chart")) == 2  # Kingman per hour, Erlang C
+        assert any("Thinking tool, not the estimator" in i.value for i in at.info)
+
+
+def fake_replay(model, demand, replicas, thresholds, traffic=1.0, context=1.0, seed=0, **_):
+    """A stand-in for the twin: a breach share of 0.4 / N' per path (the save/compare test needs no twin)."""
+    share = min(1.0, 0.4 / replicas * traffic)
+    paths = list(thresholds)
+    return RunShares(requests=dict.fromkeys(paths, 100), ttft=dict.fromkeys(paths, share),
+                     tpot=dict.fromkeys(paths, 0.0), joint=dict.fromkeys(paths, share), windows={}, sim_seconds=0.0)
+
+
+def test_saved_set_round_trip_through_json(workspace_db: Path) -> None:
+    with mock.patch.object(scenarios, "replay", fake_replay):
+        at = run_scenarios(goto(open_app(), "economics"), "3:5")
+    assert table(at, "scenarios")["N'"].tolist() == [3, 3, 4, 4, 5, 5]
+    at.text_input(key=state.SET_NAME).set_value("baseline")
+    at.button(key="FormSubmitter:save_set_form-Save set").click().run()
+    assert any("Saved **baseline**" in s.value for s in at.success)
+    with Workspace(workspace_db) as ws:
+        exported = saved.export_json(ws)  # what the page's download button serves
+        first = saved.get(ws, "baseline")
+    assert first["document"]["cheapest"]["replicas"] in (3, 4, 5)
+    assert first["inputs"]["replicas"] == [3, 4, 5]  # the CLI's shape: `headroom saved` reads it
+
+    goto(at, "sets")
+    assert table(at, "sets")["name"].tolist() == ["baseline"]
+    next(b for b in at.button if b.label == "Delete baseline").click().run()
+    assert not settings(workspace_db, saved.SETTING)
+    assert any("No saved set" in i.value for i in at.info)
+
+    doc = json.loads(exported)
+    doc["sets"]["copy"] = doc["sets"]["baseline"]
+    at.file_uploader(key=state.SETS_UPLOAD).set_value(("sets.json", json.dumps(doc).encode(), "application/json"))
+    at.button(key="FormSubmitter:import_form-Import").click().run()
+    assert not at.exception, at.exception
+    assert any("Imported 2 set(s)" in s.value for s in at.success)
+    assert table(at, "sets")["name"].tolist() == ["baseline", "copy"]
+    assert settings(workspace_db, saved.SETTING)["baseline"] == first
+    at.selectbox(key=state.SET_B).set_value("copy").run()
+    compare = table(at, "compare").set_index("")
+    assert compare.loc["cheapest N'", "baseline"] == compare.loc["cheapest N'", "copy"]
+    assert len(at.get("plotly_chart")) == 1
+    # the inputs of a set go back into the Economics form
+    next(b for b in at.button if b.label == "Use the inputs of baseline on the Economics page").click().run()
+    goto(at, "economics")
+    assert at.text_input(key=state.econ_key("replicas")).value == "3:5"
+    # a file that is not an export is refused with its reason
+    goto(at, "sets")
+    at.file_uploader(key=state.SETS_UPLOAD).set_value(("x.json", b"[]", "application/json"))
+    at.button(key="FormSubmitter:import_form-Import").click().run()
+    assert any("not a scenario-set export" in e.value for e in at.error)

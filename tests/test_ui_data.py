@@ -1,0 +1,298 @@
+"""The plain functions behind the pages (``app.ui_data``), without Streamlit."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import ui_data
+from app.cube import ensure_cube
+from app.promise import Promise, shares, time_range
+from app.store import LoadReport, Workspace
+from tests.conftest import histogram, load, ts
+
+V1 = {"engine": "0", "instance": "10.0.0.1:8000", "model_name": "chat"}
+TTFT = "vllm:time_to_first_token_seconds"
+TPOT = "vllm:request_time_per_output_token_seconds"
+TV15_LES = ["0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "+Inf"]
+TV15 = [120, 400, 700, 850, 930, 990, 998, 1000]
+
+
+# -- data ----------------------------------------------------------------------------------------------
+def test_rules_round_trip_and_errors() -> None:
+    rules = [("llama-3.1-8b-(chat|interactive)", "chat"), (".*-batch", "batch")]
+    assert ui_data.parse_rules(ui_data.format_rules(rules)) == rules
+    assert ui_data.parse_rules("# a comment\n\n  a => b  \n") == [("a", "b")]
+    with pytest.raises(ValueError, match="line 2: expected REGEX => PATH"):
+        ui_data.parse_rules("a => b\nno arrow here")
+    with pytest.raises(ValueError, match="line 1: bad regex"):
+        ui_data.parse_rules("(unclosed => x")
+
+
+def test_labels_and_window_text() -> None:
+    assert ui_data.parse_labels(" model_name, instance ,") == ["model_name", "instance"]
+    with pytest.raises(ValueError, match="not a Prometheus label name"):
+        ui_data.parse_labels("model-name")
+    with pytest.raises(ValueError, match="at least one label"):
+        ui_data.parse_labels(" , ")
+    assert [ui_data.window_text(s) for s in (60, 300, 3600, 5400, 86400, 90)] == ["1m", "5m", "1h", "90m", "1d", "90s"]
+
+
+def test_report_rows_keep_errors_and_unknown_metrics() -> None:
+    good = LoadReport(file="a.prom", status="loaded", format="prometheus-text", engine="vllm-v1", series=3,
+                      samples=9, signals=["ttft", "tpot"], paths=["chat"], unknown_metrics=["python_info"],
+                      notes=["single snapshot"])
+    bad = LoadReport(file="b.prom", status="failed", errors=["b.prom: line 3: bad value"])
+    rows = ui_data.report_rows([good, bad]).set_index("file")
+    assert rows.loc["a.prom", "signals"] == "ttft, tpot"
+    assert rows.loc["a.prom", "unknown metrics"] == "python_info"
+    assert rows.loc["b.prom", "status"] == "failed"
+    assert rows.loc["b.prom", "errors"] == "b.prom: line 3: bad value"
+
+
+def test_sample_path_override(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    assert ui_data.sample_path().name == "metrics.parquet"
+    monkeypatch.setenv(ui_data.SAMPLE_ENV, str(tmp_path / "slice.parquet"))
+    assert ui_data.sample_path() == tmp_path / "slice.parquet"
+    ws = Workspace(":memory:")
+    assert ui_data.ensure_sample_loaded(ws) is None  # a missing file loads nothing and raises nothing
+    ws.close()
+
+
+def test_data_health_lists_resets(ws: Workspace) -> None:
+    # a TTFT histogram whose counters restart (all buckets drop to lower values) in the second window
+    les = ["0.5", "+Inf"]
+    load(ws, histogram(TTFT, V1, les, [(0, [10, 20], 5.0), (60, [30, 40], 9.0), (120, [2, 3], 1.0)]))
+    cube_id = ensure_cube(ws, None, 60, None)
+    health = ui_data.data_health(ws, cube_id)
+    resets = health[health["stat"] == "resets"]
+    assert resets["value"].sum() > 0
+    assert set(resets["path"]) == {"chat"}
+
+
+# -- promise ---------------------------------------------------------------------------------------------
+def _one_window(ws: Workspace) -> int:
+    load(ws, histogram(TTFT, V1, TV15_LES, [(0, [0] * 8, 0.0), (60, TV15, 500.0)]))
+    load(ws, histogram(TPOT, V1, ["0.025", "0.05", "+Inf"], [(0, [0, 0, 0], 0.0), (60, [900, 990, 1000], 30.0)]),
+         name="tpot")
+    return ensure_cube(ws, None, 60, None)
+
+
+def test_promise_tables_and_bound_notes(ws: Workspace) -> None:
+    cube_id = _one_window(ws)
+    start, end = time_range(ws, cube_id, None, None)
+    frame = shares(ws, cube_id, [Promise(ttft_s=0.6, tpot_s=0.05, target=0.99)], start, end)
+    summary, marginals = ui_data.promise_tables(frame, {"chat": 0.1})
+    s = summary.set_index("path").loc["chat"]
+    # TTFT 0.6 s lies inside (0.5, 0.75]: estimate 24 %, bounds [15 %, 30 %] (methods.md TV-1.5);
+    # TPOT 0.05 s is a bound: 1 %. Joint: Fréchet [max(15, 1), min(100, 30 + 1)] %
+    m = marginals.set_index("signal")
+    assert m.loc["TTFT", "breach %"] == pytest.approx(24.0)
+    assert (m.loc["TTFT", "low %"], m.loc["TTFT", "high %"]) == (pytest.approx(15.0), pytest.approx(30.0))
+    assert m.loc["TTFT", "exact"] == "estimate" and m.loc["TPOT", "exact"] == "exact"
+    assert m.loc["TPOT", "breach %"] == pytest.approx(1.0)
+    assert (s["joint breach low %"], s["joint breach high %"]) == (pytest.approx(15.0), pytest.approx(31.0))
+    assert s["joint exact %"] == pytest.approx(10.0)
+    assert s["meets target"] == "no"
+    assert s["budget remaining %"] == pytest.approx(100 * (1 - 0.31 / 0.01))
+    notes = ui_data.bound_notes(marginals, ui_data.bucket_bounds(ws, cube_id))
+    assert len(notes) == 1
+    assert "TTFT 0.6 s is not a bucket bound" in notes[0] and "Use 0.5 s or 0.75 s" in notes[0]
+
+
+def test_promise_defaults_and_storage(ws: Workspace) -> None:
+    assert ui_data.default_promise("llama-3.1-8b-interactive")["tpot_s"] == 0.03
+    assert ui_data.default_promise("batch")["ttft_s"] == 2.0
+    ws.set_setting(ui_data.SETTING_PROMISES, {"batch": {"preset": "custom", "ttft_s": 5.0, "tpot_s": 0.1,
+                                                        "e2e_s": 60.0, "queue_s": None, "target": 0.95}})
+    stored = ui_data.stored_promises(ws, ["batch", "chat"])
+    assert stored["batch"]["e2e_s"] == 60.0 and stored["chat"]["preset"].endswith("interactive")
+    t = ui_data.promise_tuple("batch", stored["batch"])
+    assert t == ("batch", 5.0, 0.1, 60.0, None, 0.95)
+    assert ui_data.to_promises([t])[0] == Promise(path="batch", ttft_s=5.0, tpot_s=0.1, e2e_s=60.0, target=0.95)
+
+
+def test_alert_summary_counts_firing_windows() -> None:
+    alerts = pd.DataFrame({"window_start": [ts(0), ts(60), ts(0), ts(60)], "path": ["a", "a", "b", "b"],
+                           "page_1h": ["firing", "ok", "ok", "ok"], "page_6h": ["ok", "possible", None, "ok"],
+                           "ticket_3d": ["firing", "firing", "ok", "ok"]})
+    out = ui_data.alert_summary(alerts).set_index("path")
+    assert out.loc["a", "page 1h/5m"] == "ok (1 windows firing)"
+    assert out.loc["a", "ticket 3d/6h"] == "firing (2 windows firing)"
+    assert out.loc["b", "page 6h/30m"] == "ok (0 windows firing)"
+
+
+# -- economics -------------------------------------------------------------------------------------------
+INPUTS = {**ui_data.ECON_DEFAULTS, "datasets": [2, 1], "replicas": "3:5", "traffic": "1.0,1.5", "context": "1"}
+PROMISES = {"chat": {"ttft_s": 0.5, "tpot_s": 0.03, "e2e_s": None, "target": 0.99},
+            "batch": {"ttft_s": 2.0, "tpot_s": 0.1, "e2e_s": 30.0, "target": 0.9}}
+
+
+def test_replay_spec_leaves_prices_targets_and_e2e_out_of_the_key() -> None:
+    spec = ui_data.replay_spec(INPUTS, ["model_name"], [], PROMISES)
+    repriced = {**INPUTS, "gpu_hour": 99.0, "breach": {"chat": 5.0}, "horizon_hours": 24.0, "split": "equal"}
+    retargeted = {p: {**v, "target": 0.5, "e2e_s": 1.0} for p, v in PROMISES.items()}
+    assert ui_data.replay_spec(repriced, ["model_name"], [], retargeted) == spec
+    tighter = {**PROMISES, "chat": {**PROMISES["chat"], "ttft_s": 0.25}}
+    assert ui_data.replay_spec(INPUTS, ["model_name"], [], tighter) != spec
+    assert ui_data.replay_spec({**INPUTS, "seeds": 2}, ["model_name"], [], PROMISES) != spec
+    assert json.loads(spec)["datasets"] == [1, 2]
+    with pytest.raises(ValueError, match="replicas"):
+        ui_data.replay_spec({**INPUTS, "replicas": "x"}, ["model_name"], [], PROMISES)
+    with pytest.raises(ValueError, match="at least one dataset"):
+        ui_data.replay_spec({**INPUTS, "datasets": []}, ["model_name"], [], PROMISES)
+
+
+def test_scenario_grid_order_and_limit() -> None:
+    assert ui_data.scenario_grid(INPUTS) == [(3, 1.0, 1.0), (4, 1.0, 1.0), (5, 1.0, 1.0),
+                                             (3, 1.5, 1.0), (4, 1.5, 1.0), (5, 1.5, 1.0)]
+    with pytest.raises(ValueError, match="200 scenarios"):
+        ui_data.scenario_grid({**INPUTS, "replicas": "1:300"})
+    with pytest.raises(ValueError, match="traffic"):
+        ui_data.scenario_grid({**INPUTS, "traffic": "0"})
+
+
+def test_prices_by_gpu_or_replica_hour() -> None:
+    p = ui_data.prices({**INPUTS, "gpu_hour": 2.0, "gpus_per_replica": 8, "breach": {"chat": 0.5},
+                        "default_breach": 0.01}, ["chat", "batch"])
+    assert p.replica_hour == 16.0 and dict(p.breach) == {"chat": 0.5, "batch": 0.01}
+    p = ui_data.prices({**INPUTS, "price_basis": "replica-hour", "replica_hour": 7.0}, ["chat"])
+    assert p.replica_hour == 7.0 and p.horizon_hours == 720.0
+
+
+def _doc() -> dict:
+    """A priced document of two scenarios and one path, by hand: 720 h, $1 per replica-hour."""
+    rows = [{"replicas": n, "traffic": 1.0, "context": 1.0, "path": "chat", "breach_share": s,
+             "breach_share_low": s / 2, "breach_share_high": 2 * s, "ttft_share": s, "tpot_share": 0.0,
+             "extrapolated": n == 3, "extrapolation_reasons": ["below the observed N"] if n == 3 else [],
+             "requests": 1000.0, "expected_breaches": 1000 * s, "breach_cost": 1000 * s * 10,
+             "headroom_cost": 720.0 * n, "total_cost": 720.0 * n + 1000 * s * 10,
+             "breach_cost_low": 1000 * s * 5, "breach_cost_high": 1000 * s * 20,
+             "cost_per_kept_request": 720.0 * n / (1000 * (1 - s))} for n, s in ((3, 0.5), (4, 0.1))]
+    from app.economics import decision
+
+    fleet = decision.fleet_totals(rows)
+    return {"scenarios": rows, "fleet": fleet, "cheapest_by_traffic_context": decision.cheapest(fleet),
+            "cheapest": {"replicas": 4, "traffic": 1.0, "context": 1.0, "total_cost": fleet[1]["total_cost"]},
+            "break_even_breach_price": {"chat": None}, "observed_replicas": 4,
+            "prices": {"replica_hour": 1.0, "breach": {"chat": 10.0}, "horizon_hours": 720.0, "cost_split": "requests"}}
+
+
+def test_verdict_and_tables() -> None:
+    doc = _doc()
+    (v,) = ui_data.verdict(doc)
+    # 3 replicas: 2160 + 5000 = 7160; 4: 2880 + 1000 = 3880; at the interval ends 3 -> [4660, 12160],
+    # 4 -> [3380, 4880]: 4 either way
+    assert v["replicas"] == 4 and v["determined_by_data"]
+    assert v["cost_per_kept_request"] == pytest.approx(2880 / 900)
+    table = ui_data.scenario_table(doc)
+    assert list(table["N'"]) == [3, 4]
+    assert table.loc[0, "extrapolated"] == "below the observed N"
+    assert table.loc[1, "joint breach %"] == pytest.approx(10.0)
+    assert list(ui_data.fleet_frame(doc, 1.0, 1.0)["total_cost"]) == [7160.0, 3880.0]
+
+
+def _run() -> dict:
+    form = {**INPUTS, "gpu_hour": 3.0, "gpus_per_replica": 2.0, "breach": {"chat": 0.5}}
+    return {"spec": ui_data.replay_spec(form, ["model_name"], [], PROMISES), "inputs": form}
+
+
+def test_saved_sets_use_the_cli_format_and_round_trip(ws: Workspace) -> None:
+    from app.economics import saved
+
+    inputs = ui_data.saved_inputs(_run())
+    # the shape `headroom scenarios --save` writes, plus the dashboard's own form
+    assert inputs["replicas"] == [3, 4, 5] and inputs["traffic"] == [1.0, 1.5] and inputs["context"] == [1.0]
+    assert inputs["prices"]["replica_hour"] == 6.0 and inputs["prices"]["breach"] == {"batch": 0.01, "chat": 0.5}
+    assert {p["path"]: p["ttft_s"] for p in inputs["promises"]} == {"batch": 2.0, "chat": 0.5}
+    assert ui_data.form_inputs(inputs)["gpu_hour"] == 3.0  # the dashboard form comes back as it was
+    saved.save(ws, "baseline", inputs, _doc())
+    saved.save(ws, "pricier", {**inputs, "seeds": 3}, {**_doc(), "prices": {**_doc()["prices"], "replica_hour": 2.0}})
+    text = saved.export_json(ws)
+    for name in saved.names(ws):
+        saved.delete(ws, name)
+    assert saved.import_json(ws, text) == ["baseline", "pricier"]
+    sets = {n: saved.get(ws, n) for n in saved.names(ws)}
+    table = ui_data.sets_table(sets).set_index("name")
+    assert table.loc["baseline", "replicas"] == "3, 4, 5" and table.loc["pricier", "replica-hour $"] == 2.0
+    assert table.loc["baseline", "cheapest N'"] == 4
+    cmp = ui_data.compare_headlines(["baseline", "pricier"], [sets["baseline"], sets["pricier"]]).set_index("")
+    assert cmp.loc["replica-hour", "baseline"] == "$1" and cmp.loc["replica-hour", "pricier"] == "$2"
+    assert cmp.loc["total cost at the cheapest N'", "baseline"] == "$3,880"
+    assert cmp.loc["seeds", "pricier"] == "3"
+    assert list(ui_data.set_fleet(sets["baseline"])["replicas"]) == [3, 4]
+
+
+def test_form_inputs_from_a_cli_saved_set() -> None:
+    cli = {"datasets": [1], "replicas": [2, 3, 4], "traffic": [1.0, 1.5], "context": [1.0], "seeds": 3,
+           "prices": {"replica_hour": 8.0, "breach": {"chat": 0.2}, "horizon_hours": 24.0, "cost_split": "equal"},
+           "assumptions": {"router": "round_robin", "max_num_seqs": 128, "max_num_batched_tokens": 4096}}
+    form = ui_data.form_inputs(cli)
+    assert (form["replicas"], form["traffic"], form["context"]) == ("2,3,4", "1,1.5", "1")
+    assert form["price_basis"] == "replica-hour" and form["replica_hour"] == 8.0 and form["split"] == "equal"
+    assert form["router"] == "round_robin" and form["max_num_seqs"] == 128 and form["breach"] == {"chat": 0.2}
+    assert ui_data.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
+
+
+def test_jsonable_turns_numpy_and_nan_into_json() -> None:
+    out = ui_data.jsonable({"a": np.float64(1.5), "b": (1, 2), "c": math.nan, "d": np.int64(3)})
+    assert out == {"a": 1.5, "b": [1, 2], "c": None, "d": 3}
+
+
+# -- model views -----------------------------------------------------------------------------------------
+def test_model_and_curve_on_one_load_axis() -> None:
+    windows = [ts(300 * i) for i in range(4)]
+    load = ui_data.path_load(pd.DataFrame({
+        "window_start": windows * 2, "path": ["chat"] * 4 + ["batch"] * 4,
+        "requests": [600, 1200, 1800, 2400, 3000, 0, 0, 0], "replicas": [4, 4, 4, 4, 4, 4, 4, 8]}), 300, "chat")
+    # the path's own requests; the replicas of the window (any path: 8 in the last one)
+    assert list(load["load"]) == [0.5, 1.0, 1.5, 1.0]
+    load = pd.DataFrame({"window_start": windows, "requests": [600, 1200, 1800, 2400], "replicas": 4,
+                         "load": [0.5, 1.0, 1.5, 2.0]})
+    # request-weighted mean load 1.5 req/s per replica at 4 replicas: 3.0 at 2, 4.5 at 2 with traffic x1.5
+    assert ui_data.scenario_load(load, 4) == pytest.approx(1.5)
+    assert ui_data.scenario_load(load, 2) == pytest.approx(3.0)
+    assert ui_data.scenario_load(load, 2, 1.5) == pytest.approx(4.5)
+    cross = {"chat": {"observed_load_range": [0.5, 2.0],
+                      "curve": [{"load": 0.5, "share_low": 0.01, "share_high": 0.02}],
+                      "readings": [{"replicas": 2, "traffic": 1.0, "share": 0.5, "share_low": 0.2,
+                                    "share_high": 1.0, "extrapolated": True},
+                                   {"replicas": 2, "traffic": 1.5, "share": 0.7, "share_low": 0.3,
+                                    "share_high": 1.0, "extrapolated": True}]}}
+    pred = SimpleNamespace(path="chat", replicas=2, traffic=1.0, context=1.0, breach_share=0.4,
+                           breach_share_low=0.3, breach_share_high=0.5, extrapolated=True)
+    other = SimpleNamespace(**{**vars(pred), "path": "batch"})
+    axis = ui_data.load_axis(cross, "chat", [pred, other], load)
+    assert axis["range"] == (0.5, 2.0)
+    assert axis["readings"][["replicas", "load", "share"]].to_dict("records") == [
+        {"replicas": 2, "load": pytest.approx(3.0), "share": 0.5}]
+    assert axis["model"][["replicas", "load", "share", "share_high"]].to_dict("records") == [
+        {"replicas": 2, "load": pytest.approx(3.0), "share": 0.4, "share_high": 0.5}]
+
+
+def test_headlines_per_path(ws: Workspace) -> None:
+    cube_id = _one_window(ws)
+    start, end = time_range(ws, cube_id, None, None)
+    frame = shares(ws, cube_id, [Promise(ttft_s=0.6, tpot_s=0.05, target=0.99)], start, end)
+    summary, marginals = ui_data.promise_tables(frame, {})
+    (items,) = ui_data.headlines(summary, marginals).values()
+    assert [(label, value) for label, value, _ in items] == [
+        ("TTFT > 0.6 s (estimate)", "24.00 %"), ("TPOT > 0.05 s", "1.00 %"), ("joint breach", "15.00–31.00 %"),
+        ("meets 99 %", "no")]
+    assert items[0][2] == "interpolated inside its bucket; bounds 15.00–30.00 %"
+    assert items[3][2] == "attainment 69.00–85.00 %"
+
+
+def test_break_even_lines_say_what_is_missing() -> None:
+    doc = _doc()  # cheapest 4 of 3..4: replica 5 was not computed
+    assert ui_data.break_even_lines(doc) == [
+        "Break-even price of one **chat** breach for replica 5: add N'=5 to the replica range to see it"]
+    doc["cheapest"] = {**doc["cheapest"], "replicas": 3}
+    doc["break_even_breach_price"] = {"chat": 1.8}
+    assert ui_data.break_even_lines(doc) == [
+        "Break-even price of one **chat** breach for replica 4: **$1.8000** (entered: $10.0000)"]
