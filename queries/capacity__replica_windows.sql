@@ -30,18 +30,17 @@ prompt_buckets as (
     window w as (partition by window_start, path order by le)
 ),
 
--- sum of squared prompt lengths (the quadratic attention work of prefill), uniform inside a
--- bucket; the open top bucket at its lower bound (a lower bound of the work)
+-- sum of squared prompt lengths (the quadratic attention work of prefill), uniform inside a finite
+-- bucket; the open top bucket at the mean its share of `_sum` implies (at least its lower bound)
 prompt_squares as (
     select
         window_start,
         replica,
-        sum(
-            n * case
-                when isfinite(le) then (lower_bound * lower_bound + lower_bound * le + le * le) / 3
-                else lower_bound * lower_bound
-            end
-        ) as prompt_sq_sum
+        sum(n * (lower_bound * lower_bound + lower_bound * le + le * le) / 3) filter (where isfinite(le))
+            as finite_sq,
+        sum(n * (lower_bound + le) / 2) filter (where isfinite(le)) as finite_sum,
+        sum(n) filter (where not isfinite(le)) as top_n,
+        max(lower_bound) filter (where not isfinite(le)) as top_lower
     from prompt_buckets
     group by all
 ),
@@ -74,7 +73,11 @@ final as (
         sum(value) filter (where signal = 'prompt_tokens' and stat = 'sum') as prompt_sum,
         sum(value) filter (where signal = 'generation_tokens' and stat = 'count') as generation_count,
         sum(value) filter (where signal = 'generation_tokens' and stat = 'sum') as generation_sum,
-        any_value(sq.prompt_sq_sum) as prompt_sq_sum,
+        any_value(sq.finite_sq) + coalesce(any_value(sq.top_n) * pow(greatest(
+            any_value(sq.top_lower),
+            (sum(value) filter (where signal = 'prompt_tokens' and stat = 'sum') - any_value(sq.finite_sum))
+            / nullif(any_value(sq.top_n), 0)
+        ), 2), 0) as prompt_sq_sum,
         sum(value) filter (where stat = 'resets') as resets
     from rows_
     left join prompt_squares as sq using (window_start, replica)

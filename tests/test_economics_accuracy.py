@@ -52,7 +52,7 @@ def test_predictions_meet_the_goal(fitted: tuple[sc.Analysis, object], replicas:
                                  config=FleetConfig(scrape_interval_s=15.0), seed=SEED)
     truth = true_shares(truth_records, None, PROMISES, start=start,
                         end=start + pd.Timedelta(hours=HOURS)).set_index("path")
-    predictions = sc.predict(analysis, replicas, traffic, context, seeds=2)
+    predictions = sc.predict(analysis, replicas, traffic, context, seeds=3)
     assert {p.path for p in predictions} == set(SERVED.values())
     for p in predictions:
         name = next(k for k, v in SERVED.items() if v == p.path)
