@@ -55,7 +55,9 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
             + ("observed: " + "; ".join(m["saturation_evidence"]) if m["saturation_observed"]
                else "never observed — capacity is a lower bound") + "."]
     cal = m.get("calibration") or {}
-    if cal:
+    if "fit_window_s" in cal:
+        out.append(f"Step time fitted on {cal['fit_window_s']} s replica windows.")
+    if "tpot_scale" in cal:
         out.append(f"Calibration at the observed fleet size: step time x{cal['tpot_scale']:.3f}, prefill x"
                    f"{cal['prefill_scale']:.3f} ({cal['matched']}).")
     errs = m.get("model_error_at_observed_replicas") or {}
