@@ -10,7 +10,6 @@ simulator at the scenario's replica count, traffic multiplier and context multip
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
