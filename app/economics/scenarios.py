@@ -20,7 +20,11 @@ time each 15 % less favourable and more favourable (a sensitivity envelope).
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -230,28 +234,60 @@ def _flags(analysis: Analysis, replicas: int, traffic: float, context: float) ->
     return reasons
 
 
-def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
-            progress: Callable[[str], None] | None = None) -> list[Prediction]:
-    """Per path predictions of one scenario."""
+@dataclass(frozen=True)
+class _Job:
+    """One twin run of a scenario: a seed of the fitted model, or a sensitivity variant."""
+
+    replicas: int
+    traffic: float
+    context: float
+    seed: int
+    variant: str  # "fit" | "worse" | "better"
+
+
+def _jobs(analysis: Analysis, replicas: int, traffic: float, context: float, seeds: int) -> list[_Job]:
+    jobs = [_Job(replicas, traffic, context, 2000 + s, "fit") for s in range(seeds)]
+    if _flags(analysis, replicas, traffic, context):
+        jobs += [_Job(replicas, traffic, context, 2000, v) for v in ("worse", "better")]
+    return jobs
+
+
+def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
+    """The fitted model, or one with KV capacity and step/prefill time SENSITIVITY less/more favourable."""
+    if variant == "fit":
+        return model
+    sign = 1 if variant == "worse" else -1
+    a = model.assumptions
+    return replace(model, kv_tokens=model.kv_tokens * (1 - sign * SENSITIVITY), assumptions=replace(
+        a, tpot_scale=a.tpot_scale * (1 + sign * SENSITIVITY), prefill_scale=a.prefill_scale * (1 + sign * SENSITIVITY)))
+
+
+def _run(analysis: Analysis, job: _Job) -> RunShares:
+    return replay(_variant(analysis.model, job.variant), analysis.demand, job.replicas, analysis.thresholds,
+                  job.traffic, job.context, seed=job.seed)
+
+
+_WORKER_ANALYSIS: Analysis | None = None
+
+
+def _init_worker(analysis: Analysis) -> None:
+    global _WORKER_ANALYSIS
+    _WORKER_ANALYSIS = analysis
+
+
+def _run_in_worker(job: _Job) -> RunShares:
+    assert _WORKER_ANALYSIS is not None
+    return _run(_WORKER_ANALYSIS, job)
+
+
+def default_workers() -> int:
+    """Processes for the replays: ``$HEADROOM_WORKERS``, else every core."""
+    return max(1, int(os.environ.get("HEADROOM_WORKERS") or os.cpu_count() or 1))
+
+
+def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float, runs: list[RunShares],
+              envelope: list[RunShares]) -> list[Prediction]:
     reasons = _flags(analysis, replicas, traffic, context)
-    runs: list[RunShares] = []
-    for s in range(seeds):
-        runs.append(replay(analysis.model, analysis.demand, replicas, analysis.thresholds, traffic, context,
-                           seed=2000 + s))
-    envelope: list[RunShares] = []
-    if reasons:
-        m = analysis.model
-        worse = replace(m, kv_tokens=m.kv_tokens * (1 - SENSITIVITY), assumptions=replace(
-            m.assumptions, tpot_scale=m.assumptions.tpot_scale * (1 + SENSITIVITY),
-            prefill_scale=m.assumptions.prefill_scale * (1 + SENSITIVITY)))
-        better = replace(m, kv_tokens=m.kv_tokens * (1 + SENSITIVITY), assumptions=replace(
-            m.assumptions, tpot_scale=m.assumptions.tpot_scale * (1 - SENSITIVITY),
-            prefill_scale=m.assumptions.prefill_scale * (1 - SENSITIVITY)))
-        for variant in (worse, better):
-            envelope.append(replay(variant, analysis.demand, replicas, analysis.thresholds, traffic, context,
-                                   seed=2000))
-    if progress:
-        progress(f"N'={replicas} g={traffic:g} m={context:g}: {sum(r.sim_seconds for r in runs + envelope):.1f} s")
     out = []
     for path in analysis.thresholds:
         joint = [r.joint[path] for r in runs]
@@ -262,9 +298,9 @@ def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: fl
         hi = max(joint + [r.joint[path] for r in envelope])
         low = max(0.0, min(lo * (1 - err), point - MIN_ABS_ERROR))
         high = min(1.0, max(hi * (1 + err), point + MIN_ABS_ERROR))
-        requests = float(np.mean([r.requests[path] for r in runs]))
         out.append(Prediction(
-            replicas=replicas, traffic=traffic, context=context, path=path, requests=requests,
+            replicas=replicas, traffic=traffic, context=context, path=path,
+            requests=float(np.mean([r.requests[path] for r in runs])),
             ttft_share=float(np.mean([r.ttft[path] for r in runs])),
             tpot_share=float(np.mean([r.tpot[path] for r in runs])),
             breach_share=point, breach_share_low=low, breach_share_high=high,
@@ -274,12 +310,42 @@ def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: fl
     return out
 
 
+def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
+            progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Prediction]:
+    """Per path predictions of one scenario."""
+    return grid(analysis, [replicas], [traffic], [context], seeds, progress, workers)
+
+
 def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] = (1.0,),
          context: Sequence[float] = (1.0,), seeds: int = 3,
-         progress: Callable[[str], None] | None = None) -> list[Prediction]:
+         progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Prediction]:
+    """Every scenario of the grid. The twin runs (seeds and sensitivity variants of every scenario)
+    are independent, so they run in ``workers`` processes (default: every core)."""
+    scenarios_ = [(n, g, m) for g in traffic for m in context for n in replicas]
+    jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
+    workers = min(workers or default_workers(), len(jobs))
+    results: dict[_Job, RunShares] = {}
+    started = time.perf_counter()
+
+    def done(job: _Job, run: RunShares) -> None:
+        results[job] = run
+        if progress:
+            progress(f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "
+                     f"seed {job.seed} {job.variant} ({run.sim_seconds:.1f} s; {time.perf_counter() - started:.0f} s "
+                     f"so far)")
+
+    if workers <= 1:
+        for job in jobs:
+            done(job, _run(analysis, job))
+    else:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(analysis,)) as pool:
+            futures = {pool.submit(_run_in_worker, job): job for job in jobs}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
     out = []
-    for g in traffic:
-        for m in context:
-            for n in replicas:
-                out.extend(predict(analysis, n, g, m, seeds, progress))
+    for n, g, m in scenarios_:
+        mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == (n, g, m)]
+        out.extend(_assemble(analysis, n, g, m, [results[j] for j in mine if j.variant == "fit"],
+                             [results[j] for j in mine if j.variant != "fit"]))
     return out
