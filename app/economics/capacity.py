@@ -157,11 +157,11 @@ def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: 
     r2 = 1 - float((resid**2).sum()) / max(float(((step_s - step_s.mean()) ** 2).sum()), 1e-30)
     saturation = []
     if (frame["kv_max"] >= KV_FULL).any():
-        saturation.append(f"KV cache >= {KV_FULL:.0%} full in {(frame['kv_max'] >= KV_FULL).sum()} replica-minutes")
+        saturation.append(f"KV cache >= {KV_FULL:.0%} full in {(frame['kv_max'] >= KV_FULL).sum()} replica-windows of {window_s} s")
     if (frame["preemptions"].fillna(0) > 0).any():
         saturation.append(f"{int(frame['preemptions'].fillna(0).sum())} preemptions")
     if (frame["waiting_max"].fillna(0) > 0).any():
-        saturation.append(f"requests waiting in {(frame['waiting_max'].fillna(0) > 0).sum()} replica-minutes")
+        saturation.append(f"requests waiting in {(frame['waiting_max'].fillna(0) > 0).sum()} replica-windows of {window_s} s")
     observed = {
         "running_max": float(frame["running_max"].max()),
         "kv_max": float(frame["kv_max"].max()) if frame["kv_max"].notna().any() else float("nan"),
@@ -186,7 +186,7 @@ def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: 
         block_size=block_size,
         fit=FitQuality(windows=len(busy), r2=r2, rmse_s=float(np.sqrt((resid**2).mean())),
                        batch_range=(float(busy["running_mean"].min()), float(busy["running_mean"].max())),
-                       data=f"{len(busy)} busy replica-minutes of {observed['replicas']} replicas"),
+                       data=f"{len(busy)} busy {window_s} s windows of {observed['replicas']} replicas"),
         saturation_observed=bool(saturation),
         saturation_evidence=saturation,
         observed=observed,
