@@ -198,7 +198,7 @@ records behind every histogram are included, so breach shares can be checked exa
 | file | what |
 | --- | --- |
 | `metrics.parquet` | the Prometheus export: long format, columns `timestamp` (UTC, ms), `metric`, `labels` (JSON object), `value`; {s['samples']:,} samples of {s['series']:,} series, scraped every {s['scrape_interval_s']:g} s from {s['export_start']} to {s['export_end']} ({s['metrics_bytes'] / 1e6:.1f} MB) |
-| `requests.parquet` | one row per request ({n_records:,}): `id, path, replica, arrival, scheduled, first_token, finish` (UTC, µs), `prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s, finished_reason, preemptions, lost` ({s['requests_bytes'] / 1e6:.1f} MB); see `app/simulator/records.py` for the definitions |
+| `requests.parquet` | one row per request ({n_records:,}): `id, path, model_name, replica, arrival, scheduled, first_token, finish` (UTC, µs), `prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s, finished_reason, preemptions, lost` ({s['requests_bytes'] / 1e6:.1f} MB); see `app/simulator/records.py` for the definitions |
 | `simulation.json` | every parameter of the run, the events, and the true shares below |
 
 Regenerate (deterministic: same seed, same bytes):
