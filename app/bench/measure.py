@@ -1,0 +1,117 @@
+"""Timing helpers: best-of-N in this process, one task in a fresh child process (its own peak RSS),
+and a description of the machine.
+
+Other jobs may share the cores, so every figure is the best of its runs and the JSON keeps all runs
+(their spread is the noise). Pairs (Headroom and its reference) are always measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Result:
+    """One row of the benchmark table. ``seconds`` is per ``unit`` (``"run"`` unless stated: the
+    scenario replay reports seconds per simulated replica-hour)."""
+
+    name: str
+    samples: int | None
+    seconds: float
+    reference: str | None = None
+    reference_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    unit: str = "run"
+    runs: list[float] = field(default_factory=list)
+    reference_runs: list[float] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        """reference_seconds / seconds: above 1, Headroom is faster."""
+        if self.reference_seconds is None or not self.seconds:
+            return None
+        return self.reference_seconds / self.seconds
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ratio"] = None if self.ratio is None else float(f"{self.ratio:.4g}")  # 4 significant digits
+        for key in ("seconds", "reference_seconds"):
+            if out[key] is not None:
+                out[key] = round(out[key], 6)
+        out["runs"] = [round(x, 6) for x in self.runs]
+        out["reference_runs"] = [round(x, 6) for x in self.reference_runs]
+        if out["peak_rss_mb"] is not None:
+            out["peak_rss_mb"] = round(out["peak_rss_mb"], 1)
+        order = ["name", "samples", "seconds", "reference", "reference_seconds", "ratio", "peak_rss_mb", "unit",
+                 "runs", "reference_runs", "detail"]
+        return {k: out[k] for k in order}
+
+
+def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[list[float], Any]:
+    """Wall-clock seconds of ``repeat`` calls of ``fn`` and the last call's value."""
+    runs, value = [], None
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        value = fn()
+        runs.append(time.perf_counter() - t0)
+    return runs, value
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MB: ``VmHWM`` of ``/proc/self/status`` (the
+    high-water mark of this program's memory; ``getrusage``'s ``ru_maxrss`` would also count the
+    parent's memory at the fork that started this process), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(task: dict[str, Any], workdir: Path, timeout_s: float = 7200) -> dict[str, Any]:
+    """Run one task of :mod:`app.bench.worker` in a fresh Python process and return its JSON answer
+    (it measures its own time and peak RSS, so neither includes this process)."""
+    env = dict(os.environ)
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(tmp)  # DuckDB spills under the bench's own directory
+    proc = subprocess.run([sys.executable, "-m", "app.bench.worker", json.dumps(task)], capture_output=True,
+                          text=True, env=env, timeout=timeout_s, cwd=str(Path(__file__).resolve().parents[2]))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"bench task {task.get('task')} failed (exit {proc.returncode}): " + " | ".join(tail))
+    return json.loads(lines[-1])
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory, Python and DuckDB versions (and pandas, for the reference)."""
+    import duckdb
+    import pandas as pd
+
+    mem_gb = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cores": os.cpu_count(), "memory_gb": mem_gb, "python": platform.python_version(),
+            "duckdb": duckdb.__version__, "pandas": pd.__version__, "platform": platform.platform(),
+            "load_average_at_start": None if load is None else round(load, 2)}

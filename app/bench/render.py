@@ -1,0 +1,107 @@
+"""The benchmark document as a table (for people) or JSON (for machines; shape in README)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.bench.measure import Result
+
+GOALS = {
+    ("text_ingest", "prometheus_client"): "≥ 15× and ≥ 1.5 M lines/s",
+    ("parquet_load", "bare_scan"): "(ingest; the floor is a count/sum scan)",
+    ("cube_build", "bare_scan"): "≤ 2× the floor (ratio ≥ 0.5); ≤ 4 GB RSS at 100 M",
+    ("parquet_to_cube", "pandas"): "≥ 20×",
+    ("promql_cube", "promql"): "",
+    ("promise_change", None): "≤ 200 ms",
+    ("price_change", None): "≤ 50 ms",
+    ("scenario_replay", None): "≤ 0.1 s per replica-hour",
+    ("scenario_grid", "sequential"): "10 scenarios within a minute on 2 cores",
+}
+
+
+def document(machine: dict[str, Any], results: list[Result], growth: float | None, size: str,
+             seconds: float) -> dict[str, Any]:
+    return {"machine": machine, "size": size, "results": [r.as_json() for r in results],
+            "growth_exponent": growth, "total_seconds": round(seconds, 1)}
+
+
+def to_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2)
+
+
+def _num(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:,.0f}{unit}"
+    if x >= 1:
+        return f"{x:.2f}{unit}"
+    if x >= 0.01:
+        return f"{x:.3f}{unit}"
+    return f"{x:.2g}{unit}"
+
+
+def _seconds(r: dict[str, Any], key: str) -> str:
+    value = r[key]
+    if value is None:
+        return "–"
+    if r["unit"] != "run" and key == "seconds":
+        return f"{_num(value)} s/{r['unit']}"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _samples(n: int | None) -> str:
+    if n is None:
+        return "–"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} M"
+    if n >= 1000:
+        return f"{n / 1e3:.0f} k"
+    return str(n)
+
+
+def to_table(doc: dict[str, Any]) -> str:
+    """A Markdown table: one row per result, then the growth exponent and the machine."""
+    m = doc["machine"]
+    head = ["benchmark", "size", "Headroom", "reference", "reference time", "ratio", "peak RSS", "goal", "note"]
+    rows = []
+    for r in doc["results"]:
+        note = []
+        d = r["detail"]
+        if r["name"] == "text_ingest":
+            note.append(f"{d['lines_per_s'] / 1e6:.2f} M lines/s vs {d['reference_lines_per_s'] / 1e6:.3f} M; "
+                        "same samples")
+        if r["name"] == "parquet_to_cube":
+            note.append(f"load {d['load_s']:.1f} s + cube {d['cube_s']:.2f} s; cube alone "
+                        f"{d['cube_only_ratio']:.0f}× pandas; same cube")
+        if r["name"] == "promise_change":
+            note.append(f"{d['cube_rows'] / 1e6:.1f} M cube rows; per path {d['shares_median_ms']:.0f} ms, "
+                        f"per window {d['by_window_median_ms']:.0f} ms, alerts {d['alerts_median_ms']:.0f} ms")
+        if r["name"] == "price_change":
+            note.append(f"{d['predictions']} cached predictions")
+        if r["name"] == "scenario_grid":
+            note.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, "
+                        f"{d['processes']} processes")
+        if r["name"] == "scenario_replay":
+            note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h in {d['replay_s']:.2f} s")
+        if r["name"] == "cube_build":
+            note.append(f"{d['cube_rows']:,} cube rows")
+        goal = GOALS.get((r["name"], r["reference"]), GOALS.get((r["name"], None), ""))
+        rows.append([r["name"], _samples(r["samples"]), _seconds(r, "seconds"), r["reference"] or "–",
+                     _seconds(r, "reference_seconds"), "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",
+                     "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MB", goal, "; ".join(note)])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    lines = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(head, widths, strict=True)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    growth = doc["growth_exponent"]
+    lines.append("")
+    lines.append("ratio = reference time / Headroom time (above 1: Headroom is faster); best of the runs, "
+                 "medians for the interactions.")
+    if growth is not None:
+        lines.append(f"growth exponent of the cube build (time ∝ samples^k): k = {growth:.2f}")
+    lines.append(f"machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, DuckDB {m['duckdb']}, "
+                 f"pandas {m['pandas']}; load average at start {m['load_average_at_start']}; "
+                 f"size {doc['size']}, {doc['total_seconds']:.0f} s in all")
+    return "\n".join(lines)

@@ -1,0 +1,457 @@
+"""The benchmarks. Each generates its data deterministically, measures Headroom and what a user would
+otherwise use in the same run, checks that the two give the same answer where they must, and returns
+:class:`app.bench.measure.Result` rows."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.bench import data
+from app.bench.measure import Result, child, timed
+
+Log = Callable[[str], None]
+WINDOW_S = 300
+
+
+@dataclass(frozen=True)
+class Size:
+    """What ``--size`` runs."""
+
+    name: str
+    text_lines: int
+    cube_samples: tuple[int, ...]  # the growth series; the last is the largest cube build
+    cube_files: tuple[int, ...]  # exports per size (a week of samples arrives as several files)
+    pandas_at: int  # the size compared with pandas and with Prometheus
+    interaction_days: float
+    interaction_paths: int
+    replay_hours: float
+    grid_replicas: tuple[int, ...]
+    grid_traffic: tuple[float, ...]
+    repeat: int
+    interaction_budget_s: float
+
+
+SIZES = {
+    "small": Size("small", text_lines=50_000, cube_samples=(100_000, 300_000, 1_000_000), cube_files=(1, 1, 1),
+                  pandas_at=300_000, interaction_days=3, interaction_paths=10, replay_hours=0.5,
+                  grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3, interaction_budget_s=6),
+    "full": Size("full", text_lines=1_000_000, cube_samples=(1_000_000, 10_000_000, 100_000_000),
+                 cube_files=(1, 1, 10), pandas_at=10_000_000, interaction_days=30, interaction_paths=10,
+                 replay_hours=24, grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3,
+                 interaction_budget_s=240),
+}
+
+
+def _best(runs: list[float]) -> float:
+    return min(runs)
+
+
+# -- text exposition -------------------------------------------------------------------------------
+def text_ingest(size: Size, workdir: Path, log: Log) -> list[Result]:
+    """Headroom's DuckDB text parser against prometheus_client's, on the same file; same samples."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app import ingest
+    from app.store import Workspace
+
+    shape = data.FleetShape()
+    fleet = data.write_fleet_parquet(workdir / "text-src", size.text_lines, seed=11, shape=shape, stem="text")
+    info = data.write_exposition(fleet.paths[0], workdir / "metrics.prom")
+    log(f"text exposition: {info.lines:,} lines, {info.samples:,} samples")
+    path = Path(info.path)
+
+    def headroom_parse() -> Workspace:
+        ws = Workspace(":memory:")
+        with ingest.open_source(path) as src:
+            ingest.stage(ws.con, src)
+        return ws
+
+    runs, ws = [], None
+    for _ in range(size.repeat):
+        if ws is not None:
+            ws.close()
+        r, ws = timed(headroom_parse)
+        runs += r
+    assert ws is not None
+    ours = _headroom_samples(ws)
+    ws.close()
+    load_runs = []
+    for _ in range(size.repeat):
+        with Workspace(":memory:") as w:
+            r, report = timed(lambda w=w: w.load_file(path))
+            load_runs += r
+    log(f"  headroom parse best {_best(runs):.2f} s")
+
+    def reference_parse() -> list:
+        text = path.read_text()
+        return list(text_string_to_metric_families(text))
+
+    ref_runs, families = timed(reference_parse, 1 if size.text_lines >= 500_000 else size.repeat)
+    log(f"  prometheus_client parse {_best(ref_runs):.2f} s")
+    theirs = _client_samples(families)
+    del families
+    equal, why = _same_samples(ours, theirs)
+    if not equal:
+        raise AssertionError(f"text parse: Headroom and prometheus_client disagree: {why}")
+    best = _best(runs)
+    return [Result(
+        name="text_ingest", samples=info.lines, seconds=best, reference="prometheus_client",
+        reference_seconds=_best(ref_runs), runs=runs, reference_runs=ref_runs,
+        detail={"lines": info.lines, "samples": info.samples, "lines_per_s": round(info.lines / best),
+                "reference_lines_per_s": round(info.lines / _best(ref_runs)), "same_samples": True,
+                "load_seconds": round(_best(load_runs), 4), "format": info.format,
+                "what": "parse (ingest.stage: read, split, labels) vs text_string_to_metric_families; "
+                        "load_seconds = the whole load (parse, store, dataset summary)"},
+    )]
+
+
+def _headroom_samples(ws: Any) -> tuple[list[tuple], np.ndarray, np.ndarray, np.ndarray]:
+    keys = ws.con.execute("select series_key, metric, map_entries(labels) from stage_keys").fetchall()
+    canon = {k: (m, tuple(sorted((e["key"], e["value"]) for e in entries))) for k, m, entries in keys}
+    idx = {k: i for i, k in enumerate(canon)}
+    cols = ws.con.execute("select series_key, epoch_ms(ts) as ts_ms, value from stage_points").fetchnumpy()
+    series = np.fromiter((idx[k] for k in cols["series_key"]), dtype=np.int64, count=len(cols["series_key"]))
+    return list(canon.values()), series, np.asarray(cols["ts_ms"], dtype=np.int64), np.asarray(cols["value"])
+
+
+def _client_samples(families: list) -> tuple[list[tuple], np.ndarray, np.ndarray, np.ndarray]:
+    idx: dict[tuple, int] = {}
+    series, ts, values = [], [], []
+    for fam in families:
+        for s in fam.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            series.append(idx.setdefault(key, len(idx)))
+            ts.append(-1 if s.timestamp is None else round(float(s.timestamp) * 1000))
+            values.append(s.value)
+    return list(idx), np.asarray(series, dtype=np.int64), np.asarray(ts, dtype=np.int64), np.asarray(values)
+
+
+def _same_samples(a: tuple, b: tuple) -> tuple[bool, str]:
+    """Both sides hold the same (series, timestamp, value) multiset."""
+    keys_a, s_a, t_a, v_a = a
+    keys_b, s_b, t_b, v_b = b
+    if len(s_a) != len(s_b):
+        return False, f"{len(s_a)} samples against {len(s_b)}"
+    if set(keys_a) != set(keys_b):
+        return False, f"series differ, e.g. {sorted(set(keys_a) ^ set(keys_b))[:2]}"
+    rank = {k: i for i, k in enumerate(sorted(keys_a))}
+    ga = np.asarray([rank[k] for k in keys_a])[s_a]
+    gb = np.asarray([rank[k] for k in keys_b])[s_b]
+    oa, ob = np.lexsort((v_a, t_a, ga)), np.lexsort((v_b, t_b, gb))
+    same = (np.array_equal(ga[oa], gb[ob]) and np.array_equal(t_a[oa], t_b[ob])
+            and np.array_equal(v_a[oa], v_b[ob], equal_nan=True))
+    return same, "" if same else "values or timestamps differ"
+
+
+# -- cube builds -------------------------------------------------------------------------------------
+def _bare_scan(files: list[str], repeat: int) -> list[float]:
+    """The floor: ``select count(*), sum(value)`` over the same Parquet files, fresh connection."""
+    import duckdb
+
+    runs = []
+    for _ in range(repeat):
+        con = duckdb.connect()
+        t0 = time.perf_counter()
+        con.execute("select count(*), sum(value) from read_parquet($files)", {"files": files}).fetchall()
+        runs.append(time.perf_counter() - t0)
+        con.close()
+    return runs
+
+
+def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> list[Result]:
+    """Parquet -> workspace -> cube at each size, against the bare scan; pandas (and Prometheus) at one
+    size, with the cubes asserted equal to pandas'; the growth exponent of the cube build."""
+    from app.bench.reference import compare
+
+    results: list[Result] = []
+    cube_times: dict[int, float] = {}
+    load_times: dict[int, float] = {}
+    for n, files in zip(size.cube_samples, size.cube_files, strict=True):
+        src = workdir / f"fleet-{n}"
+        t0 = time.perf_counter()
+        fleet = data.write_fleet_parquet(src, n, files=files, seed=7)
+        log(f"fleet of {fleet.samples:,} samples ({fleet.series} series, {fleet.hours:.1f} h, {files} file(s), "
+            f"{fleet.restarts} restarts) written in {time.perf_counter() - t0:.1f} s")
+        bare = _bare_scan(fleet.paths, size.repeat)
+        db = workdir / f"workspace-{n}.duckdb"
+        for p in (db, Path(str(db) + ".wal")):
+            p.unlink(missing_ok=True)
+        load = child({"task": "load", "db": str(db), "files": fleet.paths}, workdir)
+        log(f"  load {load['seconds']:.1f} s (peak RSS {load['peak_rss_mb']:.0f} MB)")
+        compare_here = n == size.pandas_at
+        dump = workdir / f"cube-{n}.parquet"
+        cube = child({"task": "cube", "db": str(db), "window_s": WINDOW_S,
+                      "dump": str(dump) if compare_here else None}, workdir)
+        log(f"  cube {cube['seconds']:.2f} s ({cube['cube_rows']:,} rows, peak RSS {cube['peak_rss_mb']:.0f} MB); "
+            f"bare scan {_best(bare):.3f} s")
+        cube_times[fleet.samples] = cube["seconds"]
+        load_times[fleet.samples] = load["seconds"]
+        results.append(Result(
+            name="parquet_load", samples=fleet.samples, seconds=load["seconds"], reference="bare_scan",
+            reference_seconds=_best(bare), peak_rss_mb=load["peak_rss_mb"], runs=[load["seconds"]],
+            reference_runs=bare, detail={"files": files, "per_file_s": [round(f["seconds"], 3) for f in load["per_file"]],
+                                         "what": "Workspace.load_file of each export: parse, store, dataset summary"}))
+        results.append(Result(
+            name="cube_build", samples=fleet.samples, seconds=cube["seconds"], reference="bare_scan",
+            reference_seconds=_best(bare), peak_rss_mb=cube["peak_rss_mb"], runs=[cube["seconds"]],
+            reference_runs=bare, detail={"cube_rows": cube["cube_rows"], "window_s": WINDOW_S,
+                                         "series": fleet.series, "hours": round(fleet.hours, 2),
+                                         "restarts": fleet.restarts,
+                                         "what": "ensure_cube on the loaded workspace (fresh process)"}))
+        if compare_here:
+            results.append(_against_pandas(fleet, load, cube, dump, workdir, log, compare))
+            if promql:
+                results += _against_prometheus(fleet, cube, workdir, log)
+        db.unlink(missing_ok=True)
+    sizes = sorted(cube_times)
+    growth = _exponent(sizes, [cube_times[s] for s in sizes])
+    growth_load = _exponent(sizes, [load_times[s] for s in sizes])
+    for r in results:
+        if r.name == "cube_build":
+            r.detail["growth_exponent"] = growth
+            r.detail["load_growth_exponent"] = growth_load
+    return results
+
+
+def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
+    """Least-squares slope of log(seconds) against log(samples): 1 = linear."""
+    if len(sizes) < 2:
+        return None
+    slope = np.polyfit(np.log(np.asarray(sizes, float)), np.log(np.asarray(seconds, float)), 1)[0]
+    return round(float(slope), 3)
+
+
+def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, workdir: Path, log: Log,
+                    compare: Callable) -> Result:
+    import pandas as pd
+
+    if len(fleet.paths) != 1:
+        raise ValueError("the pandas reference reads one file")
+    ref_dump = workdir / "cube-pandas.parquet"
+    ref = child({"task": "pandas", "file": fleet.paths[0], "window_s": WINDOW_S, "dump": str(ref_dump)}, workdir)
+    why = compare(pd.read_parquet(dump), pd.read_parquet(ref_dump))
+    if why:
+        raise AssertionError(f"cube: Headroom and the pandas reference differ: {why}")
+    log(f"  pandas {ref['seconds']:.1f} s (peak RSS {ref['peak_rss_mb']:.0f} MB); cubes identical")
+    total = load["seconds"] + cube["seconds"]
+    return Result(
+        name="parquet_to_cube", samples=fleet.samples, seconds=total, reference="pandas",
+        reference_seconds=ref["seconds"], peak_rss_mb=max(load["peak_rss_mb"], cube["peak_rss_mb"]),
+        runs=[total], reference_runs=[ref["seconds"]],
+        detail={"load_s": round(load["seconds"], 3), "cube_s": round(cube["seconds"], 3), "same_cube": True,
+                "cube_rows": cube["cube_rows"], "reference_peak_rss_mb": round(ref["peak_rss_mb"], 1),
+                "cube_only_ratio": round(ref["seconds"] / cube["seconds"], 2),
+                "what": "Parquet to cube: Headroom load + cube against pandas read_parquet + the same cube"})
+
+
+def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: Log) -> list[Result]:
+    from app.bench import promql
+
+    if not promql.available():
+        log("  prometheus/promtool not found: the PromQL comparison is skipped")
+        return []
+    om = workdir / "fleet.om.txt"
+    t0 = time.perf_counter()
+    data.write_exposition(fleet.paths[0], om, openmetrics=True)
+    written = time.perf_counter() - t0
+    backfill_s = promql.backfill(om, workdir / "prometheus-data")
+    om.unlink(missing_ok=True)
+    log(f"  OpenMetrics written in {written:.1f} s, promtool backfill {backfill_s:.1f} s")
+    start = fleet.start_s + WINDOW_S - fleet.start_s % WINDOW_S  # first window end on the grid
+    end = fleet.end_s + (-fleet.end_s) % WINDOW_S
+    runs, sanity = [], {}
+    with promql.server(workdir / "prometheus-data", workdir) as url:
+        for _ in range(2):
+            seconds, sanity = promql.run_cube(url, start, end, WINDOW_S)
+            runs.append(seconds)
+    log(f"  PromQL cube queries best {min(runs):.2f} s")
+    return [Result(
+        name="promql_cube", samples=fleet.samples, seconds=cube["seconds"], reference="promql",
+        reference_seconds=min(runs), peak_rss_mb=cube["peak_rss_mb"], runs=[cube["seconds"]], reference_runs=runs,
+        detail={"queries": len(promql.cube_queries(WINDOW_S)), "backfill_s": round(backfill_s, 2),
+                "promql_ttft_count": round(sanity.get("ttft_count", 0.0), 1),
+                "what": "Headroom's cube build against the PromQL range queries giving the same rows "
+                        "(step = window), on the same samples backfilled into Prometheus"})]
+
+
+# -- interaction -------------------------------------------------------------------------------------
+def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions: list[Any]) -> list[Result]:
+    """A promise change and a price change on a many-day, many-path cube with its replays cached."""
+    from app import promise as pm
+    from app.cube import _DDL  # the cube tables, as ensure_cube creates them
+    from app.economics import decision
+    from app.economics.money import Prices
+    from app.store import Workspace
+
+    table = data.cube_rows(size.interaction_days, size.interaction_paths, WINDOW_S)
+    ws = Workspace(":memory:")
+    try:
+        ws.con.execute("set enable_progress_bar = false")
+        for ddl in _DDL:
+            ws.con.execute(ddl)
+        ws.con.register("bench_cube", table)
+        ws.con.execute("insert into cube_rows select 1, * from bench_cube")
+        ws.con.unregister("bench_cube")
+        spec = {"datasets": [], "window_s": WINDOW_S, "path_labels": ["model_name"], "rules": []}
+        import json
+
+        ws.con.execute("insert into cube_index (cube_key, cube_id, spec) values ('bench', 1, $s)",
+                       {"s": json.dumps(spec)})
+        log(f"interaction cube: {size.interaction_days:g} days x {size.interaction_paths} paths, "
+            f"{table.num_rows:,} cube rows")
+        start, end = pm.time_range(ws, 1, None, None)
+        parts: dict[str, list[float]] = {"shares": [], "by_window": [], "alerts": []}
+        totals: list[float] = []
+        deadline = time.perf_counter() + size.interaction_budget_s
+        i = 0
+        while i < 3 or (i < 15 and time.perf_counter() < deadline):
+            promises = [pm.Promise(ttft_s=0.25 + 0.05 * i, tpot_s=0.04 + 0.002 * i, target=0.99)]
+            t0 = time.perf_counter()
+            pm.shares(ws, 1, promises, start, end)
+            t1 = time.perf_counter()
+            pm.shares(ws, 1, promises, start, end, by_window=True)
+            t2 = time.perf_counter()
+            pm.burn_alerts(ws, 1, WINDOW_S, promises, start, end)
+            t3 = time.perf_counter()
+            parts["shares"].append(t1 - t0)
+            parts["by_window"].append(t2 - t1)
+            parts["alerts"].append(t3 - t2)
+            totals.append(t3 - t0)
+            i += 1
+        log(f"  promise change: median {statistics.median(totals) * 1000:.0f} ms over {len(totals)} changes")
+    finally:
+        ws.close()
+    promise_result = Result(
+        name="promise_change", samples=table.num_rows, seconds=statistics.median(totals), runs=totals,
+        detail={"statistic": "median", "cube_rows": table.num_rows, "days": size.interaction_days,
+                "paths": size.interaction_paths, "window_s": WINDOW_S,
+                **{f"{k}_median_ms": round(statistics.median(v) * 1000, 1) for k, v in parts.items()},
+                "what": "a new TTFT/TPOT promise: promise.shares per path, per window, and burn_alerts "
+                        "(what the Promise page runs)"})
+
+    paths = [data.PATHS[p % len(data.PATHS)] for p in range(size.interaction_paths)]
+    wide_analysis, wide_predictions = _widen(analysis, predictions, paths)
+    price_runs = []
+    for i in range(25):
+        prices = Prices(replica_hour=8.0 + i, breach=dict.fromkeys(paths, 0.01 * (1 + i % 5)), horizon_hours=720)
+        t0 = time.perf_counter()
+        decision.document(wide_analysis, wide_predictions, prices)
+        price_runs.append(time.perf_counter() - t0)
+    log(f"  price change: median {statistics.median(price_runs) * 1000:.1f} ms "
+        f"({len(wide_predictions)} cached predictions)")
+    price_result = Result(
+        name="price_change", samples=len(wide_predictions), seconds=statistics.median(price_runs), runs=price_runs,
+        detail={"statistic": "median", "predictions": len(wide_predictions), "paths": len(paths),
+                "scenarios": len(wide_predictions) // len(paths),
+                "what": "decision.document re-pricing cached predictions (no replay)"})
+    return [promise_result, price_result]
+
+
+def _widen(analysis: Any, predictions: list[Any], paths: list[str]) -> tuple[Any, list[Any]]:
+    """The cached replays of a dashboard grid (1..16 replicas x 3 traffic x 2 context) for ``paths``,
+    cloned from real predictions of the replay benchmark (re-pricing is arithmetic on them)."""
+    base = [p for p in predictions if p.path == predictions[0].path] or predictions
+    observed = replace(analysis.observed, requests={p: 1000.0 * (k + 1) for k, p in enumerate(paths)})
+    thresholds = dict.fromkeys(paths, next(iter(analysis.thresholds.values())))
+    wide = replace(analysis, observed=observed, thresholds=thresholds)
+    out = []
+    for n in range(1, 17):
+        for g in (0.5, 1.0, 1.5):
+            for m in (1.0, 1.5):
+                src = base[(n + int(g * 2) + int(m * 2)) % len(base)]
+                for k, path in enumerate(paths):
+                    share = min(1.0, src.breach_share * (1 + 0.1 * k) * 8 / (n + 4))
+                    out.append(replace(src, replicas=n, traffic=g, context=m, path=path, breach_share=share,
+                                       breach_share_low=share * 0.8, breach_share_high=min(1.0, share * 1.2)))
+    return wide, out
+
+
+# -- scenario replay ---------------------------------------------------------------------------------
+def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], Any, list[Any]]:
+    """The economics replay of a simulated day of 4-replica demand: seconds per replica-hour, and a
+    10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core)."""
+    from app.economics import scenarios
+    from app.economics.replay import WARMUP_S, replay
+    from app.promise import Promise
+    from app.simulator import simulate_day
+    from app.simulator.sample import write_metrics_parquet
+    from app.store import Workspace
+
+    t0 = time.perf_counter()
+    sim = simulate_day(seed=7, replicas=4, hours=size.replay_hours)
+    parquet = workdir / "simulated-day.parquet"
+    write_metrics_parquet(sim.metrics_frame, parquet)
+    del sim
+    log(f"simulated {size.replay_hours:g} h of a 4-replica fleet in {time.perf_counter() - t0:.1f} s")
+    ws = Workspace(str(workdir / "replay.duckdb"))
+    try:
+        ws.con.execute("set enable_progress_bar = false")
+        report = ws.load_file(parquet)
+        if report.status != "loaded":
+            raise RuntimeError(f"simulated day: {report.errors}")
+        t0 = time.perf_counter()
+        promises = [Promise(ttft_s=0.5, tpot_s=0.05)]
+        analysis = scenarios.analyse(ws, ws.dataset_ids(), promises, ["model_name"])
+        analyse_s = time.perf_counter() - t0
+    finally:
+        ws.close()
+    log(f"  analyse (fit, demand, calibration at N={analysis.observed.replicas}) {analyse_s:.1f} s")
+    hours = (analysis.demand.duration_s + WARMUP_S) / 3600
+    replicas = analysis.observed.replicas
+    runs = []
+    for seed in range(size.repeat if size.replay_hours < 6 else 2):
+        t0 = time.perf_counter()
+        replay(analysis.model, analysis.demand, replicas, analysis.thresholds, seed=3000 + seed)
+        runs.append(time.perf_counter() - t0)
+    per_rh = [r / (replicas * hours) for r in runs]
+    log(f"  replay at N={replicas}: {_best(runs):.2f} s = {_best(per_rh):.4f} s per replica-hour")
+    results = [Result(
+        name="scenario_replay", samples=None, seconds=_best(per_rh), unit="replica-hour", runs=per_rh,
+        detail={"replicas": replicas, "simulated_hours": round(hours, 3), "replay_s": round(_best(runs), 3),
+                "analyse_s": round(analyse_s, 2),
+                "what": "economics.replay.replay of the observed demand at the observed fleet size, "
+                        "seconds per simulated replica-hour (the quarter-hour warm-up included)"})]
+
+    grid = [(n, g) for g in size.grid_traffic for n in size.grid_replicas]
+    replica_hours = sum(n * hours for n, _ in grid)
+    workers = scenarios.default_workers()
+    log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({workers} processes):")
+    t0 = time.perf_counter()
+    predictions = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
+                                 progress=lambda msg: log(f"    {msg}"))
+    parallel = time.perf_counter() - t0
+    log(f"  grid {parallel:.1f} s; the same grid in one process:")
+    t0 = time.perf_counter()
+    scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1, workers=1,
+                   progress=lambda msg: log(f"    {msg}"))
+    sequential = time.perf_counter() - t0
+    log(f"  grid in one process {sequential:.1f} s")
+    results.append(Result(
+        name="scenario_grid", samples=len(grid), seconds=parallel, reference="sequential",
+        reference_seconds=sequential, runs=[parallel], reference_runs=[sequential],
+        detail={"scenarios": len(grid), "seeds": 1, "replica_hours": round(replica_hours, 1),
+                "s_per_replica_hour": round(parallel / replica_hours, 4),
+                "sequential_s_per_replica_hour": round(sequential / replica_hours, 4),
+                "processes": workers,
+                "what": "scenarios.grid (N' x traffic, 1 seed) with its default worker processes, against "
+                        "the same grid with workers=1"}))
+    return results, analysis, predictions
+
+
+def growth_exponent(results: list[Result]) -> float | None:
+    for r in results:
+        if r.name == "cube_build" and r.detail.get("growth_exponent") is not None:
+            return r.detail["growth_exponent"]
+    return None
+
+
+def isfinite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,79 @@
+"""One benchmark task in a fresh process: ``python -m app.bench.worker '<json task>'``.
+
+Each task prints one JSON line with its wall-clock seconds (imports and process start excluded) and
+its peak RSS, so a 100 M-sample build is measured on its own, not on top of what ran before it.
+
+Tasks: ``load`` (files into a workspace file), ``cube`` (build the cube of every dataset of a
+workspace file, optionally write it to Parquet), ``pandas`` (the reference cube of one Parquet file,
+optionally written to Parquet).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from app.bench.measure import peak_rss_mb
+
+PATH_LABELS = ["model_name"]
+
+
+def _load(task: dict[str, Any]) -> dict[str, Any]:
+    from app.store import Workspace
+
+    per_file = []
+    with Workspace(task["db"]) as ws:
+        ws.con.execute("set enable_progress_bar = false")
+        t0 = time.perf_counter()
+        for path in task["files"]:
+            t = time.perf_counter()
+            report = ws.load_file(Path(path))
+            if report.status != "loaded":
+                raise RuntimeError(f"{path}: {report.status} {report.errors}")
+            per_file.append({"file": Path(path).name, "seconds": time.perf_counter() - t, "samples": report.samples})
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "samples": sum(f["samples"] for f in per_file), "per_file": per_file}
+
+
+def _cube(task: dict[str, Any]) -> dict[str, Any]:
+    from app.cube import cube_frame, ensure_cube
+    from app.store import Workspace
+
+    with Workspace(task["db"]) as ws:
+        ws.con.execute("set enable_progress_bar = false")
+        t0 = time.perf_counter()
+        cube_id = ensure_cube(ws, None, int(task["window_s"]), PATH_LABELS)
+        seconds = time.perf_counter() - t0
+        rows = ws.con.execute("select count(*) from cube_rows where cube_id = $id", {"id": cube_id}).fetchone()[0]
+        if task.get("dump"):
+            cube_frame(ws, cube_id).to_parquet(task["dump"], index=False)
+    return {"seconds": seconds, "cube_rows": int(rows)}
+
+
+def _pandas(task: dict[str, Any]) -> dict[str, Any]:
+    from app.bench.reference import pandas_cube
+
+    t0 = time.perf_counter()
+    cube = pandas_cube(task["file"], int(task["window_s"]), PATH_LABELS)
+    seconds = time.perf_counter() - t0
+    if task.get("dump"):
+        cube.to_parquet(task["dump"], index=False)
+    return {"seconds": seconds, "cube_rows": len(cube)}
+
+
+TASKS = {"load": _load, "cube": _cube, "pandas": _pandas}
+
+
+def main(argv: list[str]) -> int:
+    task = json.loads(argv[0])
+    out = TASKS[task["task"]](task)
+    out["peak_rss_mb"] = peak_rss_mb()
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,165 @@
+"""``headroom bench``: the small size runs end to end and prints the documented JSON; the pairs it
+compares agree (Headroom's text parse = prometheus_client's samples, Headroom's cube = the pandas
+cube). No timing is asserted: timings belong to the benchmark's output, not to a test."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from app import cli
+from app.bench import data, promql, render
+from app.bench.reference import compare, pandas_cube
+from app.cube import cube_frame, ensure_cube
+from app.store import Workspace
+
+RESULT_KEYS = ["name", "samples", "seconds", "reference", "reference_seconds", "ratio", "peak_rss_mb"]
+REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "sequential", None}
+
+
+def _cube(files: list[str], window_s: int = 300) -> pd.DataFrame:
+    with Workspace(":memory:") as ws:
+        for f in files:
+            assert ws.load_file(Path(f)).status == "loaded"
+        return cube_frame(ws, ensure_cube(ws, None, window_s, ["model_name"]))
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> data.FleetInfo:
+    # a small fleet that still holds restarts, a scrape gap and a label set appearing part-way
+    shape = data.FleetShape(replicas=3, scrape_interval_s=15)
+    return data.write_fleet_parquet(tmp_path_factory.mktemp("fleet"), 120_000, files=3, seed=5, shape=shape)
+
+
+@pytest.fixture(scope="module")
+def whole(fleet: data.FleetInfo, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The same samples as one file."""
+    out = tmp_path_factory.mktemp("whole") / "fleet.parquet"
+    pd.concat([pd.read_parquet(p) for p in fleet.paths]).to_parquet(out, index=False)
+    return str(out)
+
+
+def test_generated_fleet_is_deterministic(tmp_path: Path) -> None:
+    a = data.write_fleet_parquet(tmp_path / "a", 60_000, seed=3)
+    b = data.write_fleet_parquet(tmp_path / "b", 60_000, seed=3)
+    assert a.samples == b.samples and a.restarts >= 1
+    pd.testing.assert_frame_equal(pd.read_parquet(a.paths[0]), pd.read_parquet(b.paths[0]))
+
+
+@pytest.mark.parametrize("window_s", [60, 300, 3600])
+def test_headroom_cube_equals_the_pandas_cube(whole: str, window_s: int) -> None:
+    headroom = _cube([whole], window_s)
+    assert {"resets", "replicas"} <= set(headroom["stat"])
+    assert compare(headroom, pandas_cube(whole, window_s)) is None
+
+
+def test_several_exports_give_the_cube_of_one(fleet: data.FleetInfo, whole: str) -> None:
+    assert compare(_cube(fleet.paths), _cube([whole])) is None
+
+
+def test_overlapping_exports_are_deduplicated(fleet: data.FleetInfo, whole: str) -> None:
+    # the middle export loaded twice (once inside the whole file): one value per series and time
+    assert compare(_cube([whole, fleet.paths[1]]), _cube([whole])) is None
+
+
+def test_text_exposition_round_trip(whole: str, tmp_path: Path) -> None:
+    info = data.write_exposition(whole, tmp_path / "m.prom")
+    with Workspace(":memory:") as ws:
+        report = ws.load_file(Path(info.path))
+        assert (report.status, report.format, report.samples) == ("loaded", "prometheus-text", info.samples)
+        text_cube = cube_frame(ws, ensure_cube(ws, None, 300, ["model_name"]))
+    assert compare(text_cube, _cube([whole])) is None
+
+
+def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = cli.main(["bench", "--size", "small", "--format", "json", "--quiet", "--workdir", str(tmp_path)])
+    assert code == 0
+    doc = json.loads(out.getvalue())
+    assert set(doc) >= {"machine", "results", "growth_exponent"}
+    assert set(doc["machine"]) >= {"cores", "memory_gb", "python", "duckdb"}
+    names = {r["name"] for r in doc["results"]}
+    expected = {"text_ingest", "parquet_load", "cube_build", "parquet_to_cube", "promise_change", "price_change",
+                "scenario_replay", "scenario_grid"}
+    if promql.available():
+        expected.add("promql_cube")
+    assert expected <= names
+    for r in doc["results"]:
+        assert list(r)[: len(RESULT_KEYS)] == RESULT_KEYS
+        assert r["reference"] in REFERENCES
+        assert r["seconds"] > 0
+        if r["reference"] is None:
+            assert r["reference_seconds"] is None and r["ratio"] is None
+        else:
+            assert math.isclose(r["ratio"], r["reference_seconds"] / r["seconds"], rel_tol=1e-2)
+    by_name = {r["name"]: r for r in doc["results"]}
+    # the pairs agree: the same samples, the same cube (the bench raises otherwise; it also says so)
+    assert by_name["text_ingest"]["detail"]["same_samples"] is True
+    assert by_name["parquet_to_cube"]["detail"]["same_cube"] is True
+    assert [r["samples"] for r in doc["results"] if r["name"] == "cube_build"] == sorted(
+        r["samples"] for r in doc["results"] if r["name"] == "cube_build")
+    assert isinstance(doc["growth_exponent"], float)
+    table = render.to_table(doc)
+    assert "cube_build" in table and "growth exponent" in table and "cores" in table
+
+
+# -- the single-sort cube query against its former formulation ----------------------------------------
+def _windows_both_ways(ws: Workspace, window_s: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """cube__series_windows as the cube build runs it, and the former formulation, on the same data."""
+    from app.bench.reference import SERIES_WINDOWS_BY_SORTING
+    from app.cube import build_into_temp
+
+    ids = ws.dataset_ids()
+    build_into_temp(ws.con, ids, window_s, ["model_name"])
+    cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
+    new = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
+    old = ws.con.execute(f"select {cols} from ({SERIES_WINDOWS_BY_SORTING}) order by series_id, window_start",
+                         {"dataset_ids": ids, "window_s": window_s}).df()
+    return new, old
+
+
+@pytest.mark.parametrize("window_s", [60, 420, 3600, 86400])
+def test_single_sort_query_equals_its_former_formulation(whole: str, window_s: int) -> None:
+    with Workspace(":memory:") as ws:
+        assert ws.load_file(Path(whole)).status == "loaded"
+        new, old = _windows_both_ways(ws, window_s)
+    pd.testing.assert_frame_equal(new, old, check_exact=True)
+
+
+def test_edge_cases_equal_the_former_formulation(tmp_path: Path) -> None:
+    """Duplicates within and across exports, NaN and Inf, a series created part-way, a single-scrape
+    replica, a joint histogram reset, samples before the window origin (2000-01-03)."""
+    from tests.conftest import T0, histogram, load, samples
+
+    v1 = {"engine": "0", "instance": "a:8000", "model_name": "chat"}
+    rows = samples("vllm:prompt_tokens_total", v1, [(0, 5), (15, 9), (30, 9), (45, 2), (60, 7), (75, 30)])
+    # NaN and +Inf arrive through the text format (a frame's NaN is a missing value)
+    text = tmp_path / "odd.prom"
+    text.write_text("".join(
+        f'vllm:generation_tokens_total{{engine="0",instance="a:8000",model_name="chat"}} {v} {(T0 + t) * 1000}\n'
+        for t, v in [(0, "1"), (15, "NaN"), (30, "4"), (45, "6"), (60, "+Inf"), (75, "+Inf"), (90, "8"),
+                     (135, "9"), (150, "+Inf"), (165, "+Inf")]))
+    rows += samples("vllm:num_requests_running", v1, [(0, 3), (15, 4), (15, 6), (30, 1)])  # a repeated sample
+    rows += histogram("vllm:time_to_first_token_seconds", v1, ["0.5", "1.0", "+Inf"],
+                      [(0, [10, 12, 30], 9.0), (60, [8, 13, 14], 5.0), (120, [9, 15, 20], 6.5)])
+    rows += samples("vllm:request_success_total", {**v1, "finished_reason": "abort"}, [(30, 3), (45, 4)])
+    rows += samples("vllm:request_success_created", {**v1, "finished_reason": "abort"}, [(30, T0 + 20), (45, T0 + 20)])
+    rows += samples("vllm:request_success_total", {**v1, "instance": "snap:8000"}, [(30, 42)])
+    before_origin = 946_684_800 - 600 - T0  # 1999-12-31T23:50:00Z, in seconds after T0
+    rows += samples("vllm:num_preemptions_total", {**v1, "instance": "old:8000"},
+                    [(before_origin + 15 * k, v) for k, v in enumerate([1, 2, 0, 3, 5, 5, 1, 9])])
+    with Workspace(":memory:") as ws:
+        load(ws, rows, "a")
+        assert ws.load_file(text).status == "loaded"
+        # an overlapping export: two samples again, one with another value (the higher one counts)
+        load(ws, samples("vllm:prompt_tokens_total", v1, [(30, 9), (45, 4)]), "b")
+        for window_s in (60, 300):
+            new, old = _windows_both_ways(ws, window_s)
+            pd.testing.assert_frame_equal(new, old, check_exact=True)
