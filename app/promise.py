@@ -104,13 +104,18 @@ def burn_factor(budget_percent: float, period_hours: float, long_window_hours: f
 
 
 def burn_alerts(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
-                end: datetime, include_failed: bool = True, slo_period_days: float = 30) -> pd.DataFrame:
-    """Burn rate per window and the multiwindow alert states (``promise__burn_alerts``)."""
+                end: datetime, include_failed: bool = True, slo_period_days: float = 30,
+                windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Burn rate per window and the multiwindow alert states (``promise__burn_alerts``). ``windows``
+    is the per-window ``shares`` table of the same promises when the caller has it already."""
     period_h = slo_period_days * 24
     fast, slow, ticket = (burn_factor(b, period_h, h) for b, h in ALERT_RULES.values())
     cur = ws.cursor()
-    sql.materialize(cur, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=start, end_ts=end,
-                    promises=[p.as_param() for p in promises], by_window=True, include_failed=include_failed)
+    if windows is None:
+        sql.materialize(cur, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=start, end_ts=end,
+                        promises=[p.as_param() for p in promises], by_window=True, include_failed=include_failed)
+    else:
+        cur.register("promise_windows", windows)
     return sql.df(cur, "promise__burn_alerts", window_s=window_s, fast_factor=fast, slow_factor=slow,
                   ticket_factor=ticket)
 

@@ -220,3 +220,10 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str, temp: boo
         raise ValueError(f"bad table name {table!r}")
     kind = "temp table" if temp else "table"
     con.execute(f"create or replace {kind} {table} as {get(name).sql}", _checked(name, params))
+
+
+def insert_into(con: duckdb.DuckDBPyConnection, name: str, table: str, **params: Any) -> None:
+    """Append the rows of query ``name`` to the existing ``table`` (an identifier from our code)."""
+    if not _IDENT_RE.match(table):
+        raise ValueError(f"bad table name {table!r}")
+    con.execute(f"insert into {table} {get(name).sql}", _checked(name, params))

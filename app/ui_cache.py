@@ -94,8 +94,10 @@ def alerts(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, 
            include_failed: bool) -> pd.DataFrame:
     from app.promise import burn_alerts
 
+    # the per-window shares the page has drawn already (cached), not a second pass over the cube
+    windows = shares(db, ref, promises, start, end, include_failed, by_window=True)
     return burn_alerts(workspace(db), ref.id, ref.window_s, ui_data.to_promises(promises), start, end,
-                       include_failed=include_failed)
+                       include_failed=include_failed, windows=windows)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -34,15 +34,22 @@ promise_list as (
 ),
 
 cube as (
-    select
-        case when $by_window then window_start end as window_start,
-        path,
-        signal,
-        le,
-        stat,
-        value
+    -- the counts and counters a promise reads (bucket rows come in `bucket_rows`, pruned). In the
+    -- per-window form a cube row is already one per (window, path, signal, le, stat); over the range
+    -- the windows are summed. `w` is the window, or $start_ts for the whole range, so that every
+    -- join below is a plain equality.
+    select window_start as w, path, signal, stat, value
     from cube_rows
-    where cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
+    where $by_window and cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
+        and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue', 'requests', 'failed_requests')
+        and le is null and stat in ('count', 'increase')
+    union all
+    select $start_ts::timestamp as w, path, signal, stat, sum(value) as value
+    from cube_rows
+    where not $by_window and cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
+        and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue', 'requests', 'failed_requests')
+        and le is null and stat in ('count', 'increase')
+    group by path, signal, stat
 ),
 
 request_paths as (
@@ -76,43 +83,123 @@ thresholds as (
     select path, 'queue', queue_s from path_promise where queue_s is not null
 ),
 
-buckets as (
-    select window_start, path, signal, le, sum(value) as c
-    from cube
-    where stat = 'increase' and le is not null
-    group by all
+keyed as (
+    -- a small integer per (path, signal) threshold: the per-window aggregate groups on it
+    select row_number() over (order by path, signal) as k, path, signal, threshold from thresholds
+),
+
+layout as (
+    select
+        t.k,
+        t.threshold,
+        l.le,
+        bool_and(l.in_every_window) over (partition by t.k) as uniform,
+        max(l.le) filter (where l.le < t.threshold - 1e-9 * t.threshold) over (partition by t.k) as le_below,
+        min(l.le) filter (where l.le > t.threshold + 1e-9 * t.threshold and isfinite(l.le))
+            over (partition by t.k) as le_above
+    from keyed as t
+    inner join cube_bucket_layout as l on l.cube_id = $cube_id and l.path = t.path and l.signal = t.signal
+),
+
+read_bounds as (
+    -- the bounds a threshold reads: +Inf, the threshold, the nearest below and above; every bound
+    -- when the layout is not the same in every window (cube__bucket_layout)
+    select
+        l.k,
+        t.path,
+        t.signal,
+        l.threshold,
+        l.le,
+        -- what the bound is to the threshold, when the layout is uniform: 1 +Inf, 2 the threshold,
+        -- 3 the nearest bound below, 4 the nearest finite bound above
+        case
+            when not l.uniform then null
+            when l.le = 'inf'::double then 1
+            when abs(l.le - l.threshold) <= 1e-9 * l.threshold then 2
+            when l.le = l.le_below then 3
+            when l.le = l.le_above then 4
+        end::utinyint as role
+    from layout as l
+    inner join keyed as t using (k)
+    where not l.uniform or l.le = 'inf'::double or abs(l.le - l.threshold) <= 1e-9 * l.threshold
+        or l.le = l.le_below or l.le = l.le_above
+),
+
+bucket_rows as (
+    select r.window_start as w, b.k, b.threshold, b.role, r.le, r.value
+    from cube_rows as r
+    inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
+    where $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
+        and r.stat = 'increase'
+    union all
+    select $start_ts::timestamp as w, b.k, any_value(b.threshold), any_value(b.role), r.le, sum(r.value) as value
+    from cube_rows as r
+    inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
+    where not $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
+        and r.stat = 'increase'
+    group by b.k, r.le
 ),
 
 hist_counts as (
     -- a histogram pasted without its +Inf bucket still has _count
-    select window_start, path, signal, sum(value) as n_count
+    select w, path, signal, value as n_count
     from cube
-    where stat = 'count'
-    group by all
+    where stat = 'count' and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue')
 ),
 
 marginal_parts as (
     select
-        b.window_start,
+        m.w,
         t.path,
         t.signal,
         t.threshold,
-        coalesce(max(b.c) filter (where b.le = 'inf'::double), any_value(k.n_count)) as n,
-        max(b.c) filter (where abs(b.le - t.threshold) <= 1e-9 * t.threshold) as c_at,
-        max(b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold) as le_lo,
-        arg_max(b.c, b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold) as c_lo,
-        min(b.le) filter (where b.le > t.threshold + 1e-9 * t.threshold and isfinite(b.le)) as le_hi,
-        arg_min(b.c, b.le) filter (where b.le > t.threshold + 1e-9 * t.threshold and isfinite(b.le)) as c_hi
-    from thresholds as t
-    inner join buckets as b using (path, signal)
-    left join hist_counts as k
-        on k.path = b.path and k.signal = b.signal and k.window_start is not distinct from b.window_start
-    group by all
+        m.n_inf,
+        m.c_at,
+        m.le_lo,
+        m.c_lo,
+        m.le_hi,
+        m.c_hi
+    from (
+        -- a uniform layout: each bound's role is known
+        select
+            w,
+            k,
+            max(value) filter (where role = 1) as n_inf,
+            max(value) filter (where role = 2) as c_at,
+            max(le) filter (where role = 3) as le_lo,
+            max(value) filter (where role = 3) as c_lo,
+            max(le) filter (where role = 4) as le_hi,
+            max(value) filter (where role = 4) as c_hi
+        from bucket_rows
+        where role is not null
+        group by w, k
+        union all
+        -- a layout that changed between windows: the bounds around the threshold in each window
+        select
+            w,
+            k,
+            max(value) filter (where le = 'inf'::double) as n_inf,
+            max(value) filter (where abs(le - threshold) <= 1e-9 * threshold) as c_at,
+            max(le) filter (where le < threshold - 1e-9 * threshold) as le_lo,
+            arg_max(value, le) filter (where le < threshold - 1e-9 * threshold) as c_lo,
+            min(le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as le_hi,
+            arg_min(value, le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as c_hi
+        from bucket_rows
+        where role is null
+        group by w, k
+    ) as m
+    inner join keyed as t using (k)
+),
+
+with_counts as (
+    select p.*, coalesce(p.n_inf, k.n_count) as n
+    from marginal_parts as p
+    left join hist_counts as k on k.w = p.w and k.path = p.path and k.signal = p.signal
 ),
 
 marginals as (
     select
-        window_start,
+        w,
         path,
         signal,
         threshold,
@@ -123,12 +210,12 @@ marginals as (
         c_at is not null as exact,
         -- observations above the threshold, at most (for the ITL request bound)
         n - coalesce(c_at, c_lo, 0) as above_high
-    from marginal_parts
+    from with_counts
 ),
 
 counters as (
     select
-        window_start,
+        w,
         path,
         sum(value) filter (where signal = 'ttft' and stat = 'count') as ttft_count,
         sum(value) filter (where signal = 'e2e' and stat = 'count') as e2e_count,
@@ -137,12 +224,12 @@ counters as (
         sum(value) filter (where signal = 'failed_requests' and stat = 'increase') as failed
     from cube
     where path in (select path from request_paths)
-    group by all
+    group by w, path
 ),
 
 pivoted as (
     select
-        c.window_start,
+        c.w,
         c.path,
         coalesce(c.ttft_count, c.e2e_count, c.tpot_count, c.finished) as requests,
         coalesce(c.failed, 0) as failed_requests,
@@ -176,16 +263,16 @@ pivoted as (
     from counters as c
     inner join path_promise as pp on pp.path = c.path
     left join marginals as ttft
-        on ttft.path = c.path and ttft.signal = 'ttft' and ttft.window_start is not distinct from c.window_start
+        on ttft.path = c.path and ttft.signal = 'ttft' and ttft.w = c.w
     left join marginals as tpot
-        on tpot.path = c.path and tpot.signal = 'tpot' and tpot.window_start is not distinct from c.window_start
+        on tpot.path = c.path and tpot.signal = 'tpot' and tpot.w = c.w
     left join marginals as itl
-        on itl.path = c.path and itl.signal = 'itl' and itl.window_start is not distinct from c.window_start
+        on itl.path = c.path and itl.signal = 'itl' and itl.w = c.w
     left join marginals as e2e
-        on e2e.path = c.path and e2e.signal = 'e2e' and e2e.window_start is not distinct from c.window_start
+        on e2e.path = c.path and e2e.signal = 'e2e' and e2e.w = c.w
     left join marginals as queue
         on queue.path = c.path and queue.signal = 'queue'
-        and queue.window_start is not distinct from c.window_start
+        and queue.w = c.w
 ),
 
 with_tpot as (
@@ -214,7 +301,7 @@ with_tpot as (
 
 final as (
     select
-        window_start,
+        case when $by_window then w end as window_start,
         path,
         requests,
         failed_requests,

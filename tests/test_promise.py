@@ -224,3 +224,25 @@ def test_path_report_json_shape(ws: Workspace) -> None:
     assert doc["meets_target"] is False and doc["e2e"] is None
     assert doc["budget_remaining"] == pytest.approx(1 - 0.08 / 0.01)
     assert math.isclose(doc["attainment_low"], 0.92) and math.isclose(doc["attainment_high"], 0.93)
+
+
+def test_a_bucket_layout_changed_part_way_reads_each_windows_own_bounds(ws: Workspace) -> None:
+    """An engine upgrade changed the TTFT buckets between two windows: the promise query prunes
+    bucket rows to the bounds around the threshold only when the layout is uniform, so each window
+    still interpolates between its own neighbours (0.1-0.5, then 0.2-0.5)."""
+    old = {**V1, "instance": "old:8000"}
+    new = {**V1, "instance": "new:8000"}
+    load(ws, histogram(TTFT, old, ["0.1", "0.5", "+Inf"], [(0, [0, 0, 0], 0.0), (60, [10, 60, 100], 30.0)])
+         + histogram(TTFT, new, ["0.2", "0.5", "+Inf"], [(61, [0, 0, 0], 0.0), (120, [30, 80, 100], 30.0)]))
+    cube_id = ensure_cube(ws, None, 60, None)
+    layout = dict(ws.con.execute("select le, in_every_window from cube_bucket_layout where cube_id = $id "
+                                 "and signal = 'ttft'", {"id": cube_id}).fetchall())
+    assert layout == {0.1: False, 0.2: False, 0.5: True, math.inf: True}
+    start, end = time_range(ws, cube_id, None, None)
+    frame = shares(ws, cube_id, [Promise(ttft_s=0.3)], start, end, by_window=True)
+    got = [(r.ttft_share, r.ttft_low, r.ttft_high) for r in frame.itertuples()]
+    assert got == [pytest.approx((0.65, 0.40, 0.90)), pytest.approx((1 - (30 + 50 / 3) / 100, 0.20, 0.70))]
+    # a cube stored before the layout index existed is indexed when next asked for
+    ws.con.execute("delete from cube_bucket_layout")
+    assert ensure_cube(ws, None, 60, None) == cube_id
+    assert ws.con.execute("select count(*) from cube_bucket_layout").fetchall()[0][0] == 4

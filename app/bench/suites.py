@@ -286,7 +286,7 @@ def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: L
 def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions: list[Any]) -> list[Result]:
     """A promise change and a price change on a many-day, many-path cube with its replays cached."""
     from app import promise as pm
-    from app.cube import _DDL  # the cube tables, as ensure_cube creates them
+    from app.cube import _DDL, store_rows  # the cube tables, stored as ensure_cube stores them
     from app.economics import decision
     from app.economics.money import Prices
     from app.store import Workspace
@@ -298,7 +298,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
         for ddl in _DDL:
             ws.con.execute(ddl)
         ws.con.register("bench_cube", table)
-        ws.con.execute("insert into cube_rows select 1, * from bench_cube")
+        store_rows(ws.con, 1, "bench_cube")
         ws.con.unregister("bench_cube")
         spec = {"datasets": [], "window_s": WINDOW_S, "path_labels": ["model_name"], "rules": []}
         import json
@@ -317,9 +317,9 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
             t0 = time.perf_counter()
             pm.shares(ws, 1, promises, start, end)
             t1 = time.perf_counter()
-            pm.shares(ws, 1, promises, start, end, by_window=True)
+            windows = pm.shares(ws, 1, promises, start, end, by_window=True)
             t2 = time.perf_counter()
-            pm.burn_alerts(ws, 1, WINDOW_S, promises, start, end)
+            pm.burn_alerts(ws, 1, WINDOW_S, promises, start, end, windows=windows)
             t3 = time.perf_counter()
             parts["shares"].append(t1 - t0)
             parts["by_window"].append(t2 - t1)
@@ -335,7 +335,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
                 "paths": size.interaction_paths, "window_s": WINDOW_S,
                 **{f"{k}_median_ms": round(statistics.median(v) * 1000, 1) for k, v in parts.items()},
                 "what": "a new TTFT/TPOT promise: promise.shares per path, per window, and burn_alerts "
-                        "(what the Promise page runs)"})
+                        "on those windows (what the Promise page runs)"})
 
     paths = [data.PATHS[p % len(data.PATHS)] for p in range(size.interaction_paths)]
     wide_analysis, wide_predictions = _widen(analysis, predictions, paths)
