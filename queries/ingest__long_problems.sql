@@ -9,6 +9,7 @@ bad_rows as (
     select
         src_line,
         case
+            when ts is null and ts_text is null then 'the time is missing'
             when ts is null then 'time ''' || coalesce(ts_text, '') || ''' is neither an ISO-8601 date-time '
                 || 'nor a Unix time'
             when value is null then 'value ''' || coalesce(value_text, '') || ''' is not a number'

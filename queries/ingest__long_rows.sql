@@ -1,6 +1,7 @@
 -- name: ingest__long_rows
 -- purpose: the rows of a long-format CSV/Parquet file (`long_input`, one sample per row) with the
---   sample time parsed (once per distinct time text), the value as a number and a series key made
+--   sample time parsed (once per distinct time text; a native timestamp column arrives as
+--   `ts_native`, UTC, and is taken as it is), the value as a number and a series key made
 --   of the metric name, the labels JSON text and the label-column values
 --   Time rules: an integer is Unix time whose unit follows its magnitude (< 1e11 seconds, < 1e14
 --   milliseconds, < 1e17 microseconds, else nanoseconds); a decimal number likewise; else an
@@ -10,7 +11,7 @@
 --   label_values VARCHAR[], ts_text VARCHAR, ts TIMESTAMP, value_text VARCHAR, value DOUBLE
 with
 ts_texts as (
-    select distinct ts_text from long_input
+    select distinct ts_text from long_input where ts_native is null and ts_text is not null
 ),
 
 ts_numbers as (
@@ -56,11 +57,11 @@ final as (
         i.labels_json,
         i.label_values,
         i.ts_text,
-        p.ts,
+        coalesce(i.ts_native, p.ts) as ts,
         i.value_raw::varchar as value_text,
         try_cast(i.value_raw as double) as value
     from long_input as i
-    left join ts_parsed as p on p.ts_text is not distinct from i.ts_text
+    left join ts_parsed as p on p.ts_text = i.ts_text
 )
 
 select * from final

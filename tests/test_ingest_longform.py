@@ -138,3 +138,14 @@ def test_same_series_in_label_columns_and_json_is_one_series(tmp_path: Path) -> 
         report = ws.load_file(path)
     assert (report.status, report.series, report.samples) == ("loaded", 1, 2)
     assert report.start == datetime.fromtimestamp(T, UTC).isoformat().replace("+00:00", "Z")
+
+
+def test_parquet_missing_timestamp_names_the_row(tmp_path: Path) -> None:
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({
+        "timestamp": pa.array([datetime(2025, 11, 29, 10), None], pa.timestamp("us")),
+        "metric": ["a", "a"],
+        "value": [1.0, 2.0],
+    }), path)
+    with pytest.raises(IngestError, match="row 2: the time is missing"):
+        staged_rows(path)

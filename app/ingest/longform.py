@@ -124,10 +124,17 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         params[f"label_{i}"] = name
         items.append(f"long_row[$label_{i}]::varchar")
     label_list = f"[{', '.join(items)}]" if items else "[]::varchar[]"
+    # a Parquet/CSV timestamp column is taken as it is (UTC); only text and Unix numbers are parsed
+    ts_type = types.get(roles.ts, "VARCHAR")
+    ts_text, ts_native = "long_row[$ts_col]::varchar", "null::timestamp"
+    if ts_type.startswith("TIMESTAMP WITH TIME ZONE"):
+        ts_text, ts_native = "null::varchar", "timezone('UTC', long_row[$ts_col])"
+    elif ts_type.startswith("TIMESTAMP"):
+        ts_text, ts_native = "null::varchar", "long_row[$ts_col]::timestamp"
     statement = (
         "create or replace temp table long_input as select "
         "row_number() over () + $first_line as src_line, "
-        "long_row[$ts_col]::varchar as ts_text, "
+        f"{ts_text} as ts_text, {ts_native} as ts_native, "
         f"{metric_expr} as metric, "
         "long_row[$value_col] as value_raw, "
         f"{labels_expr} as labels_json, "
