@@ -432,3 +432,13 @@ def test_traffic_spec_validation_of_lengths() -> None:
     tr = generate_trace(1, hours=0.5, spec=spec)
     assert (tr.prompt_tokens + tr.output_tokens <= 8192).all()
     assert tr.prompt_tokens.max() <= 8192 - 64
+
+
+def test_without_metrics_the_requests_are_the_same() -> None:
+    """The economics twin runs without the histogram bookkeeping: every request time is unchanged."""
+    tr = scale_traffic(generate_trace(5, hours=0.3, warmup_s=0, start=NOON), 1.4)
+    config = FleetConfig(replicas=2)
+    on, off = (run_arrays(run_fleet(tr, config, seed=2, drain=True, metrics=m)) for m in (True, False))
+    assert on["preemptions"].sum() > 0
+    for key in ("first_token_us", "finish_us", "scheduled_us", "output_tokens", "preemptions", "reason", "replica"):
+        assert np.array_equal(on[key], off[key]), key

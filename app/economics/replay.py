@@ -107,7 +107,7 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     """One replay run of a scenario."""
     reqs = _with_warmup(demand, synthesize(demand, traffic, context, seed, max_model_len), seed)
     trace = _trace(demand, reqs, seed, max_model_len)
-    run = run_fleet(trace, twin_config(model, replicas, max_model_len), seed=seed, drain=True)
+    run = run_fleet(trace, twin_config(model, replicas, max_model_len), seed=seed, drain=True, metrics=False)
     d = outcomes(run)
     in_export = lambda t: (t >= WARMUP_S) & (t < WARMUP_S + demand.duration_s)  # noqa: E731
     names = trace.path_names

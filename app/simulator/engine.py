@@ -95,8 +95,12 @@ class Replica:
     time reaches :attr:`plan_end`; everything else is internal."""
 
     def __init__(self, index: int, engine: EngineConfig, step: StepTime, reqs: Requests,
-                 counters: StepCounters, grid0: float, grid_dt: float, seed: int, bulk: bool = True):
+                 counters: StepCounters, grid0: float, grid_dt: float, seed: int, bulk: bool = True,
+                 metrics: bool = True):
         self.index = index
+        # without metrics a stretch of decode steps is applied at once, not counted scrape by scrape
+        # into the ITL and iteration histograms (the economics twin reads only the request times)
+        self.metrics = metrics
         self.reqs = reqs
         self.counters = counters
         self.grid0, self.grid_dt = grid0, grid_dt
@@ -333,7 +337,7 @@ class Replica:
         npath = self.ndec_path
         n = self.s_n
         ib = bisect_left(c.iter_bounds, n)
-        j = 0
+        j = 0 if self.metrics else k
         while j < k:
             g = self._grid_index(T0 + self._tau(j + 1))
             grid_t = self.grid0 + g * self.grid_dt
