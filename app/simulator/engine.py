@@ -29,8 +29,9 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
+from itertools import accumulate
 
 import numpy as np
 
@@ -296,17 +297,13 @@ class Replica:
         n = len(dec)
         k = heap[0][0] - S
         # KV: step j allocates one block per request of class (-(S + j)) mod bs
+        # classes (-S) mod bs, (-S - 1) mod bs, ...: ncls read backwards from (-S) mod bs, wrapping
         ncls = self.ncls
-        prefix = [0] * (bs + 1)
-        acc = 0
-        for j in range(bs):
-            acc += ncls[(-(S + j)) % bs]
-            prefix[j + 1] = acc
+        start = (-S) % bs
+        prefix = [0, *accumulate(ncls[start::-1] + ncls[:start:-1])]
         free = self.nb - self.used
         cycles, rest = divmod(free, n)
-        r = 0
-        while r < bs and prefix[r + 1] <= rest:
-            r += 1
+        r = bisect_right(prefix, rest, 1, bs + 1) - 1
         k_kv = cycles * bs + r
         if k_kv == 0:
             self._schedule_step()  # the next step preempts
