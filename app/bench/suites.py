@@ -292,7 +292,12 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
     from app.store import Workspace
 
     table = data.cube_rows(size.interaction_days, size.interaction_paths, WINDOW_S)
-    ws = Workspace(":memory:")
+    # a workspace file, as the dashboard keeps (an in-memory DuckDB stores the cube uncompressed and
+    # reads it slower)
+    db = workdir / "interaction.duckdb"
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    ws = Workspace(str(db))
     try:
         ws.con.execute("set enable_progress_bar = false")
         for ddl in _DDL:
@@ -335,7 +340,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
                 "paths": size.interaction_paths, "window_s": WINDOW_S,
                 **{f"{k}_median_ms": round(statistics.median(v) * 1000, 1) for k, v in parts.items()},
                 "what": "a new TTFT/TPOT promise: promise.shares per path, per window, and burn_alerts "
-                        "on those windows (what the Promise page runs)"})
+                        "on those windows (what the Promise page runs), on a workspace file"})
 
     paths = [data.PATHS[p % len(data.PATHS)] for p in range(size.interaction_paths)]
     wide_analysis, wide_predictions = _widen(analysis, predictions, paths)
