@@ -354,9 +354,16 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     app_path = Path(__file__).resolve().parent / "streamlit_app.py"
     if args.db:
         os.environ["HEADROOM_DB"] = args.db
+    # Always headless: Streamlit's first non-headless start asks for an e-mail address on stdin,
+    # which blocks a terminal and kills a non-interactive start. The URL is printed; --open-browser
+    # opens it once the server has had a moment to start.
     sys.argv = ["streamlit", "run", str(app_path), "--server.port", str(args.port),
-                "--server.headless", "true" if args.headless else "false",
-                "--browser.gatherUsageStats", "false", *args.streamlit_args]
+                "--server.headless", "true", "--browser.gatherUsageStats", "false", *args.streamlit_args]
+    if args.open_browser:
+        import threading
+        import webbrowser
+
+        threading.Timer(2.0, webbrowser.open, args=(f"http://localhost:{args.port}",)).start()
     return int(stcli.main() or 0)
 
 
@@ -445,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)
-    pd_.add_argument("--headless", action="store_true", help="do not open a browser")
+    pd_.add_argument("--open-browser", action="store_true", help="open the dashboard in the default browser")
     pd_.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="passed to streamlit run")
     _add_db(pd_)
     pd_.set_defaults(func=cmd_dashboard)
