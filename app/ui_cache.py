@@ -28,7 +28,7 @@ from app.store import Workspace, default_db_path
 
 
 @st.cache_resource(show_spinner="Opening the workspace (an empty one loads the bundled sample day first: "
-                               "about a minute)…", on_release=lambda ws: ws.close())
+                               "under a minute)…", on_release=lambda ws: ws.close())
 def workspace(path: str | None = None) -> Workspace:
     ws = Workspace(path or default_db_path())
     ui_data.ensure_sample_loaded(ws)
