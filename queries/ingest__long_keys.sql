@@ -3,19 +3,22 @@
 --   object (if the file has that column) merged with one label per other column, the column
 --   winning; empty values and `__name__` are dropped (an empty label is an absent label). The
 --   metric name is the metric column, else the JSON's `__name__`. `problem` says what is wrong.
+--   The series key is a short opaque name ('k' and a number) per distinct (metric, labels JSON,
+--   label-column values) of `long_input`: `ingest__long_rows` gives it to each row by a join.
 -- grain: one row per distinct series key
 -- @param label_names VARCHAR[]  the names of the label columns, in the order of label_values
--- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR), problem VARCHAR, first_line BIGINT
+-- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR), problem VARCHAR, first_line BIGINT,
+--   raw_metric VARCHAR, labels_json VARCHAR, label_values VARCHAR[]
 with
 distinct_keys as (
     select
-        series_key,
-        any_value(metric) as metric,
-        any_value(labels_json) as labels_json,
-        any_value(label_values) as label_values,
+        'k' || row_number() over (order by min(src_line)) as series_key,
+        metric,
+        labels_json,
+        label_values,
         min(src_line) as first_line
-    from long_rows
-    group by series_key
+    from long_input
+    group by metric, labels_json, label_values
 ),
 
 parsed as (
@@ -58,7 +61,11 @@ final as (
                 then 'labels ''' || labels_json || ''' is not a JSON object'
             when coalesce(metric_name, '') = '' then 'the metric name is empty'
         end as problem,
-        first_line
+        first_line,
+        -- the row values the key stands for (ingest__long_rows joins on them)
+        metric as raw_metric,
+        labels_json,
+        label_values
     from named
 )
 

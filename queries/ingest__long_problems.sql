@@ -6,15 +6,17 @@
 -- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
 with
 bad_rows as (
+    -- the value's text is looked up in `long_input` for the bad rows only
     select
-        src_line,
+        r.src_line,
         case
-            when ts is null and ts_text is null then 'the time is missing'
-            when ts is null then 'time ''' || coalesce(ts_text, '') || ''' is neither an ISO-8601 date-time '
+            when r.ts is null and r.ts_text is null then 'the time is missing'
+            when r.ts is null then 'time ''' || coalesce(r.ts_text, '') || ''' is neither an ISO-8601 date-time '
                 || 'nor a Unix time'
-            when value is null then 'value ''' || coalesce(value_text, '') || ''' is not a number'
+            when r.value is null then 'value ''' || coalesce(i.value_raw::varchar, '') || ''' is not a number'
         end as problem
-    from long_rows
+    from (select * from long_rows where ts is null or value is null) as r
+    inner join long_input as i using (src_line)
 ),
 
 bad_keys as (

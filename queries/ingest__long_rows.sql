@@ -1,14 +1,13 @@
 -- name: ingest__long_rows
 -- purpose: the rows of a long-format CSV/Parquet file (`long_input`, one sample per row) with the
 --   sample time parsed (once per distinct time text; a native timestamp column arrives as
---   `ts_native`, UTC, and is taken as it is), the value as a number and a series key made
---   of the metric name, the labels JSON text and the label-column values
+--   `ts_native`, UTC, and is taken as it is), the value as a number and the series key of its
+--   (metric, labels JSON, label-column values) from `long_keys`
 --   Time rules: an integer is Unix time whose unit follows its magnitude (< 1e11 seconds, < 1e14
 --   milliseconds, < 1e17 microseconds, else nanoseconds); a decimal number likewise; else an
 --   ISO-8601 date-time, UTC unless it ends with `Z` or an offset.
 -- grain: one row per row of the file
--- @returns src_line BIGINT, series_key VARCHAR, metric VARCHAR, labels_json VARCHAR,
---   label_values VARCHAR[], ts_text VARCHAR, ts TIMESTAMP, value_text VARCHAR, value DOUBLE
+-- @returns src_line BIGINT, series_key VARCHAR, ts_text VARCHAR, ts TIMESTAMP, value DOUBLE
 with
 ts_texts as (
     select distinct ts_text from long_input where ts_native is null and ts_text is not null
@@ -50,17 +49,15 @@ ts_parsed as (
 final as (
     select
         i.src_line,
-        coalesce(i.metric, '') || chr(31) || coalesce(i.labels_json, '') || chr(31)
-            || array_to_string(list_transform(i.label_values, lambda v: coalesce(v, '')), chr(31))
-            as series_key,
-        i.metric,
-        i.labels_json,
-        i.label_values,
+        k.series_key,
         i.ts_text,
         coalesce(i.ts_native, p.ts) as ts,
-        i.value_raw::varchar as value_text,
         try_cast(i.value_raw as double) as value
     from long_input as i
+    inner join long_keys as k
+        on k.raw_metric is not distinct from i.metric
+        and k.labels_json is not distinct from i.labels_json
+        and k.label_values is not distinct from i.label_values
     left join ts_parsed as p on p.ts_text = i.ts_text
 )
 

@@ -145,8 +145,8 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         con.execute(statement, params)
     except duckdb.Error as exc:
         raise fail(src, f"cannot read as {fmt.upper()}: " + str(exc).splitlines()[0]) from None
-    sql.materialize(con, "ingest__long_rows", "long_rows")
     sql.materialize(con, "ingest__long_keys", "long_keys", label_names=list(roles.label_columns))
+    sql.materialize(con, "ingest__long_rows", "long_rows")
     problems = sql.rows(con, "ingest__long_problems", max_rows=MAX_REPORTED)
     if problems:
         line, problem, n_bad = problems[0]
