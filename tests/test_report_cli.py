@@ -1,7 +1,7 @@
 """``headroom report`` end to end: the bundled sample (json, markdown, csv, a preset) and every real
 capture of ``tests/fixtures/real``, checked against values computed here from the files themselves.
 
-The bundled-sample tests load 12 M samples (about a minute and several GB of memory with the current
+The bundled-sample tests load 12 M samples (about 10 s and several GB of memory with the current
 ingest), so they are marked ``slow``; the real captures take milliseconds.
 """
 
