@@ -5,24 +5,9 @@
 -- grain: at most one row per problem kind
 -- @returns line_no BIGINT, series_key VARCHAR, start_line BIGINT, earlier_line BIGINT, reason VARCHAR
 with
-identities as (
-    select series_key, identity from text_keys where problem is null
-    union all
-    select series_key, identity from text_keys_slow
-    where problem is null and series_key not in (select series_key from text_keys)
-),
-
-untimed as (
-    -- a series is its name and label set, whatever the label order of each line
-    select s.line_no, i.identity as series_key
-    from text_split as s
-    inner join identities as i using (series_key)
-    where s.ts_raw is null
-),
-
 assigned as (
     select u.line_no, u.series_key, s.start_line
-    from untimed as u
+    from text_untimed as u
     asof left join text_snapshots as s on u.line_no >= s.start_line
 ),
 

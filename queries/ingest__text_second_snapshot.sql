@@ -5,21 +5,6 @@
 -- grain: at most one row
 -- @returns line_no BIGINT, series_key VARCHAR, earlier_line BIGINT, reason VARCHAR
 with
-identities as (
-    select series_key, identity from text_keys where problem is null
-    union all
-    select series_key, identity from text_keys_slow
-    where problem is null and series_key not in (select series_key from text_keys)
-),
-
-untimed as (
-    -- a series is its name and label set, whatever the label order of each line
-    select s.line_no, i.identity as series_key
-    from text_split as s
-    inner join identities as i using (series_key)
-    where s.ts_raw is null
-),
-
 eofs as (
     select line_no, row_number() over (order by line_no) as eof_segment
     from text_meta
@@ -28,7 +13,7 @@ eofs as (
 
 segmented as (
     select u.line_no, u.series_key, coalesce(e.eof_segment, 0) as eof_segment
-    from untimed as u
+    from text_untimed as u
     asof left join eofs as e on u.line_no > e.line_no
 ),
 

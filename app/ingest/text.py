@@ -37,6 +37,7 @@ from app.ingest.snapshot_time import file_mtime, iso, parse_time_text, time_from
 MAX_REPORTED_LINES = 6
 _HELPERS = (
     "text_lines", "text_meta", "text_key_input", "text_keys", "text_slow", "text_keys_slow", "text_snapshots",
+    "text_untimed",
 )
 _CSV_LINE_RE = re.compile(r"CSV Error on Line: (\d+)")
 # plausible sample times in seconds; outside, the unit is almost certainly wrong
@@ -97,6 +98,7 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
         if checked != unit_s:
             sql.execute(con, "ingest__text_retime", ts_unit_us=checked * 1e6)
     con.execute("create or replace temp table text_snapshots (start_line bigint, snap_ts timestamp)")
+    sql.materialize(con, "ingest__text_untimed", "text_untimed")
     time_source = "samples"
     if n_untimed:
         time_source = _snapshot_times(con, src, notes)
