@@ -91,6 +91,8 @@ keyed as (
 layout as (
     select
         t.k,
+        t.path,
+        t.signal,
         t.threshold,
         l.le,
         bool_and(l.in_every_window) over (partition by t.k) as uniform,
@@ -104,35 +106,20 @@ layout as (
 read_bounds as (
     -- the bounds a threshold reads: +Inf, the threshold, the nearest below and above; every bound
     -- when the layout is not the same in every window (cube__bucket_layout)
-    select
-        l.k,
-        t.path,
-        t.signal,
-        l.threshold,
-        l.le,
-        -- what the bound is to the threshold, when the layout is uniform: 1 +Inf, 2 the threshold,
-        -- 3 the nearest bound below, 4 the nearest finite bound above
-        case
-            when not l.uniform then null
-            when l.le = 'inf'::double then 1
-            when abs(l.le - l.threshold) <= 1e-9 * l.threshold then 2
-            when l.le = l.le_below then 3
-            when l.le = l.le_above then 4
-        end::utinyint as role
-    from layout as l
-    inner join keyed as t using (k)
-    where not l.uniform or l.le = 'inf'::double or abs(l.le - l.threshold) <= 1e-9 * l.threshold
-        or l.le = l.le_below or l.le = l.le_above
+    select k, path, signal, threshold, le
+    from layout
+    where not uniform or le = 'inf'::double or abs(le - threshold) <= 1e-9 * threshold
+        or le = le_below or le = le_above
 ),
 
 bucket_rows as (
-    select r.window_start as w, b.k, b.threshold, b.role, r.le, r.value
+    select r.window_start as w, b.k, b.threshold, r.le, r.value
     from cube_rows as r
     inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
     where $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
         and r.stat = 'increase'
     union all
-    select $start_ts::timestamp as w, b.k, any_value(b.threshold), any_value(b.role), r.le, sum(r.value) as value
+    select $start_ts::timestamp as w, b.k, any_value(b.threshold), r.le, sum(r.value) as value
     from cube_rows as r
     inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
     where not $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
@@ -160,21 +147,7 @@ marginal_parts as (
         m.le_hi,
         m.c_hi
     from (
-        -- a uniform layout: each bound's role is known
-        select
-            w,
-            k,
-            max(value) filter (where role = 1) as n_inf,
-            max(value) filter (where role = 2) as c_at,
-            max(le) filter (where role = 3) as le_lo,
-            max(value) filter (where role = 3) as c_lo,
-            max(le) filter (where role = 4) as le_hi,
-            max(value) filter (where role = 4) as c_hi
-        from bucket_rows
-        where role is not null
-        group by w, k
-        union all
-        -- a layout that changed between windows: the bounds around the threshold in each window
+        -- per window, the bounds around the threshold that the window has
         select
             w,
             k,
@@ -185,7 +158,6 @@ marginal_parts as (
             min(le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as le_hi,
             arg_min(value, le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as c_hi
         from bucket_rows
-        where role is null
         group by w, k
     ) as m
     inner join keyed as t using (k)
