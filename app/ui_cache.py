@@ -81,23 +81,24 @@ def bucket_bounds(db: str, ref: CubeRef) -> dict[str, list[float]]:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def promise_tables(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
+                   include_failed: bool) -> Any:
+    """Shares per path and per window and the burn alerts of a promise: one pass over the cube."""
+    from app.promise import evaluate
+
+    return evaluate(workspace(db), ref.id, ref.window_s, ui_data.to_promises(promises), start, end,
+                    include_failed=include_failed)
+
+
 def shares(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
            include_failed: bool, by_window: bool = False) -> pd.DataFrame:
-    from app.promise import shares as promise_shares
-
-    return promise_shares(workspace(db), ref.id, ui_data.to_promises(promises), start, end,
-                          by_window=by_window, include_failed=include_failed)
+    tables = promise_tables(db, ref, promises, start, end, include_failed)
+    return tables.windows if by_window else tables.paths
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
 def alerts(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
            include_failed: bool) -> pd.DataFrame:
-    from app.promise import burn_alerts
-
-    # the per-window shares the page has drawn already (cached), not a second pass over the cube
-    windows = shares(db, ref, promises, start, end, include_failed, by_window=True)
-    return burn_alerts(workspace(db), ref.id, ref.window_s, ui_data.to_promises(promises), start, end,
-                       include_failed=include_failed, windows=windows)
+    return promise_tables(db, ref, promises, start, end, include_failed).alerts
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -27,27 +27,57 @@ windows as (
     from promise_windows
 ),
 
--- trailing sums over (end - L, end]; the frame covers windows whose start is within L - window
+slotted as (
+    select *, (epoch(window_start) // $window_s)::bigint as slot from windows
+),
+
+grid as (
+    -- every window of each path's span, so that a trailing range is a fixed number of rows
+    select s.path, g.slot
+    from (select path, min(slot) as first_slot, max(slot) as last_slot from slotted group by path) as s,
+        range(s.first_slot, s.last_slot + 1) as g(slot)
+),
+
+running as (
+    -- running totals per path: a trailing sum is then the difference of two, whatever its length
+    select
+        g.path,
+        g.slot,
+        x.window_start,
+        x.requests,
+        x.target,
+        x.bad_low,
+        x.bad_high,
+        sum(coalesce(x.requests, 0)) over w as n_cum,
+        sum(coalesce(x.bad_low, 0)) over w as lo_cum,
+        sum(coalesce(x.bad_high, 0)) over w as hi_cum
+    from grid as g
+    left join slotted as x on x.path = g.path and x.slot = g.slot
+    window w as (partition by g.path order by g.slot rows between unbounded preceding and current row)
+),
+
+-- trailing sums over the windows wholly inside (end - L, end], end the end of the current window
+-- (at least the current window): the SRE workbook's rule ranges on the cube's grid
 trailing_sums as (
     select
         *,
-        sum(requests) over w5m as n_5m, sum(bad_low) over w5m as lo_5m, sum(bad_high) over w5m as hi_5m,
-        sum(requests) over w30m as n_30m, sum(bad_low) over w30m as lo_30m, sum(bad_high) over w30m as hi_30m,
-        sum(requests) over w1h as n_1h, sum(bad_low) over w1h as lo_1h, sum(bad_high) over w1h as hi_1h,
-        sum(requests) over w6h as n_6h, sum(bad_low) over w6h as lo_6h, sum(bad_high) over w6h as hi_6h,
-        sum(requests) over w3d as n_3d, sum(bad_low) over w3d as lo_3d, sum(bad_high) over w3d as hi_3d
-    from windows
-    window
-        w5m as (partition by path order by window_start
-            range between to_seconds(greatest(300 - $window_s, 0)) preceding and current row),
-        w30m as (partition by path order by window_start
-            range between to_seconds(greatest(1800 - $window_s, 0)) preceding and current row),
-        w1h as (partition by path order by window_start
-            range between to_seconds(greatest(3600 - $window_s, 0)) preceding and current row),
-        w6h as (partition by path order by window_start
-            range between to_seconds(greatest(21600 - $window_s, 0)) preceding and current row),
-        w3d as (partition by path order by window_start
-            range between to_seconds(greatest(259200 - $window_s, 0)) preceding and current row)
+        n_cum - coalesce(lag(n_cum, greatest(1, 300 // $window_s)) over w, 0) as n_5m,
+        lo_cum - coalesce(lag(lo_cum, greatest(1, 300 // $window_s)) over w, 0) as lo_5m,
+        hi_cum - coalesce(lag(hi_cum, greatest(1, 300 // $window_s)) over w, 0) as hi_5m,
+        n_cum - coalesce(lag(n_cum, greatest(1, 1800 // $window_s)) over w, 0) as n_30m,
+        lo_cum - coalesce(lag(lo_cum, greatest(1, 1800 // $window_s)) over w, 0) as lo_30m,
+        hi_cum - coalesce(lag(hi_cum, greatest(1, 1800 // $window_s)) over w, 0) as hi_30m,
+        n_cum - coalesce(lag(n_cum, greatest(1, 3600 // $window_s)) over w, 0) as n_1h,
+        lo_cum - coalesce(lag(lo_cum, greatest(1, 3600 // $window_s)) over w, 0) as lo_1h,
+        hi_cum - coalesce(lag(hi_cum, greatest(1, 3600 // $window_s)) over w, 0) as hi_1h,
+        n_cum - coalesce(lag(n_cum, greatest(1, 21600 // $window_s)) over w, 0) as n_6h,
+        lo_cum - coalesce(lag(lo_cum, greatest(1, 21600 // $window_s)) over w, 0) as lo_6h,
+        hi_cum - coalesce(lag(hi_cum, greatest(1, 21600 // $window_s)) over w, 0) as hi_6h,
+        n_cum - coalesce(lag(n_cum, greatest(1, 259200 // $window_s)) over w, 0) as n_3d,
+        lo_cum - coalesce(lag(lo_cum, greatest(1, 259200 // $window_s)) over w, 0) as lo_3d,
+        hi_cum - coalesce(lag(hi_cum, greatest(1, 259200 // $window_s)) over w, 0) as hi_3d
+    from running
+    window w as (partition by path order by slot)
 ),
 
 rated as (
@@ -88,6 +118,7 @@ final as (
             else 'ok'
         end as ticket_3d
     from rated
+    where window_start is not null
 )
 
 select * from final order by path, window_start

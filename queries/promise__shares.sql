@@ -8,12 +8,19 @@
 --   share is only bounded: 0 <= request share <= ITL observations above the threshold / finished
 --   requests (methods.md 3.2). The joint share (any set threshold breached, or the request failed)
 --   is the Fréchet interval [max of the lows, min(1, sum of the highs)] (methods.md 3.1).
--- grain: one row per (window_start, path); window_start is NULL when $by_window is false
+--   Per window and path, each threshold's breach counts (estimate and bounds, macros/breach) come
+--   from the bounds around it, picked by position in that window's own bucket layout
+--   (cube__window_histograms); over a range the windows' counts add up (interpolation is linear in
+--   the counts), so a layout changed part-way is right too, and `exact` means exact in every window
+--   with observations. One query gives both the per-window and the range rows (one read of the lists).
+-- grain: one row per (window_start, path) when $per_window, and one per path with a NULL
+--   window_start when $over_range
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @param start_ts TIMESTAMP  first window start included
 -- @param end_ts TIMESTAMP  windows starting at or after this are excluded
 -- @param promises STRUCT[]  list of {path, ttft_s, tpot_s, e2e_s, queue_s, target}; path '*' = every path
--- @param by_window BOOLEAN  one row per window (true) or per path over the range (false)
+-- @param per_window BOOLEAN  return one row per window and path
+-- @param over_range BOOLEAN  return one row per path over the whole range
 -- @param include_failed BOOLEAN  count failed (abort/error) requests as breaches of the joint promise
 -- @returns window_start TIMESTAMP, path VARCHAR, requests DOUBLE, failed_requests DOUBLE,
 --   finished_requests DOUBLE, target DOUBLE,
@@ -33,28 +40,9 @@ promise_list as (
     )
 ),
 
-cube as (
-    -- the counts and counters a promise reads (bucket rows come in `bucket_rows`, pruned). In the
-    -- per-window form a cube row is already one per (window, path, signal, le, stat); over the range
-    -- the windows are summed. `w` is the window, or $start_ts for the whole range, so that every
-    -- join below is a plain equality.
-    select window_start as w, path, signal, stat, value
-    from cube_rows
-    where $by_window and cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
-        and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue', 'requests', 'failed_requests')
-        and le is null and stat in ('count', 'increase')
-    union all
-    select $start_ts::timestamp as w, path, signal, stat, sum(value) as value
-    from cube_rows
-    where not $by_window and cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
-        and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue', 'requests', 'failed_requests')
-        and le is null and stat in ('count', 'increase')
-    group by path, signal, stat
-),
-
 request_paths as (
     -- paths with request-level histograms (engine-level gauge paths have none)
-    select distinct path from cube where signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue') and stat = 'count'
+    select distinct path from cube_bucket_layouts where cube_id = $cube_id
 ),
 
 path_promise as (
@@ -83,168 +71,220 @@ thresholds as (
     select path, 'queue', queue_s from path_promise where queue_s is not null
 ),
 
-keyed as (
-    -- a small integer per (path, signal) threshold: the per-window aggregate groups on it
-    select row_number() over (order by path, signal) as k, path, signal, threshold from thresholds
-),
-
-layout as (
+positions as (
+    -- per layout with a threshold, where +Inf, the threshold and its nearest bounds below and above
+    -- sit in the layout's lists (every window of that layout reads them by position)
     select
-        t.k,
-        t.path,
-        t.signal,
-        t.threshold,
-        l.le,
-        bool_and(l.in_every_window) over (partition by t.k) as uniform,
-        max(l.le) filter (where l.le < t.threshold - 1e-9 * t.threshold) over (partition by t.k) as le_below,
-        min(l.le) filter (where l.le > t.threshold + 1e-9 * t.threshold and isfinite(l.le))
-            over (partition by t.k) as le_above
-    from keyed as t
-    inner join cube_bucket_layout as l on l.cube_id = $cube_id and l.path = t.path and l.signal = t.signal
+        l.layout_id,
+        struct_pack(
+            threshold := any_value(t.threshold),
+            i_inf := max(b.i) filter (where b.le = 'inf'::double),
+            i_at := max(b.i) filter (where abs(b.le - t.threshold) <= 1e-9 * t.threshold),
+            le_lo := max(b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold),
+            i_lo := arg_max(b.i, b.le) filter (where b.le < t.threshold - 1e-9 * t.threshold),
+            le_hi := min(b.le) filter (where b.le > t.threshold + 1e-9 * t.threshold and isfinite(b.le)),
+            i_hi := arg_min(b.i, b.le) filter (where b.le > t.threshold + 1e-9 * t.threshold and isfinite(b.le))
+        ) as pos
+    from thresholds as t
+    inner join cube_bucket_layouts as l on l.cube_id = $cube_id and l.path = t.path and l.signal = t.signal,
+        unnest(l.les) with ordinality as b(le, i)
+    group by l.layout_id
 ),
 
-read_bounds as (
-    -- the bounds a threshold reads: +Inf, the threshold, the nearest below and above; every bound
-    -- when the layout is not the same in every window (cube__bucket_layout)
-    select k, path, signal, threshold, le
-    from layout
-    where not uniform or le = 'inf'::double or abs(le - threshold) <= 1e-9 * threshold
-        or le = le_below or le = le_above
-),
-
-bucket_rows as (
-    select r.window_start as w, b.k, b.threshold, r.le, r.value
-    from cube_rows as r
-    inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
-    where $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
-        and r.stat = 'increase'
-    union all
-    select $start_ts::timestamp as w, b.k, any_value(b.threshold), r.le, sum(r.value) as value
-    from cube_rows as r
-    inner join read_bounds as b on b.path = r.path and b.signal = r.signal and b.le = r.le
-    where not $by_window and r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
-        and r.stat = 'increase'
-    group by b.k, r.le
-),
-
-hist_counts as (
-    -- a histogram pasted without its +Inf bucket still has _count
-    select w, path, signal, value as n_count
-    from cube
-    where stat = 'count' and signal in ('ttft', 'tpot', 'itl', 'e2e', 'queue')
-),
-
-marginal_parts as (
+picked as (
+    -- each histogram's n (+Inf, or _count when the +Inf bucket is missing) and the counts at its
+    -- threshold's bounds in this window's layout
     select
-        m.w,
-        t.path,
-        t.signal,
-        t.threshold,
-        m.n_inf,
-        m.c_at,
-        m.le_lo,
-        m.c_lo,
-        m.le_hi,
-        m.c_hi
-    from (
-        -- per window, the bounds around the threshold that the window has
-        select
-            w,
-            k,
-            max(value) filter (where le = 'inf'::double) as n_inf,
-            max(value) filter (where abs(le - threshold) <= 1e-9 * threshold) as c_at,
-            max(le) filter (where le < threshold - 1e-9 * threshold) as le_lo,
-            arg_max(value, le) filter (where le < threshold - 1e-9 * threshold) as c_lo,
-            min(le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as le_hi,
-            arg_min(value, le) filter (where le > threshold + 1e-9 * threshold and isfinite(le)) as c_hi
-        from bucket_rows
-        group by w, k
-    ) as m
-    inner join keyed as t using (k)
-),
-
-with_counts as (
-    select p.*, coalesce(p.n_inf, k.n_count) as n
-    from marginal_parts as p
-    left join hist_counts as k on k.w = p.w and k.path = p.path and k.signal = p.signal
-),
-
-marginals as (
-    select
-        w,
-        path,
-        signal,
-        threshold,
-        n,
-        breach_estimate(n, threshold, c_at, le_lo, c_lo, le_hi, c_hi) as share,
-        breach_low(n, c_at, c_hi) as share_low,
-        breach_high(n, c_at, c_lo) as share_high,
-        c_at is not null as exact,
-        -- observations above the threshold, at most (for the ITL request bound)
-        n - coalesce(c_at, c_lo, 0) as above_high
-    from with_counts
-),
-
-counters as (
-    select
-        w,
-        path,
-        sum(value) filter (where signal = 'ttft' and stat = 'count') as ttft_count,
-        sum(value) filter (where signal = 'e2e' and stat = 'count') as e2e_count,
-        sum(value) filter (where signal = 'tpot' and stat = 'count') as tpot_count,
-        sum(value) filter (where signal = 'requests' and stat = 'increase') as finished,
-        sum(value) filter (where signal = 'failed_requests' and stat = 'increase') as failed
-    from cube
-    where path in (select path from request_paths)
-    group by w, path
-),
-
-pivoted as (
-    select
-        c.w,
-        c.path,
-        coalesce(c.ttft_count, c.e2e_count, c.tpot_count, c.finished) as requests,
-        coalesce(c.failed, 0) as failed_requests,
-        coalesce(c.finished, c.e2e_count, c.tpot_count, c.ttft_count) as finished_requests,
+        r.window_start,
+        r.path,
         pp.target,
         pp.ttft_s,
         pp.tpot_s,
         pp.e2e_s,
         pp.queue_s,
-        ttft.share as ttft_share,
-        ttft.share_low as ttft_low,
-        ttft.share_high as ttft_high,
-        ttft.exact as ttft_exact,
-        tpot.share as tpot_share,
-        tpot.share_low as tpot_low,
-        tpot.share_high as tpot_high,
-        tpot.exact as tpot_exact,
-        itl.share as itl_share,
-        itl.share_low as itl_low,
-        itl.share_high as itl_high,
-        itl.exact as itl_exact,
-        itl.above_high as itl_above_high,
-        e2e.share as e2e_share,
-        e2e.share_low as e2e_low,
-        e2e.share_high as e2e_high,
-        e2e.exact as e2e_exact,
-        queue.share as queue_share,
-        queue.share_low as queue_low,
-        queue.share_high as queue_high,
-        queue.exact as queue_exact
-    from counters as c
-    inner join path_promise as pp on pp.path = c.path
-    left join marginals as ttft
-        on ttft.path = c.path and ttft.signal = 'ttft' and ttft.w = c.w
-    left join marginals as tpot
-        on tpot.path = c.path and tpot.signal = 'tpot' and tpot.w = c.w
-    left join marginals as itl
-        on itl.path = c.path and itl.signal = 'itl' and itl.w = c.w
-    left join marginals as e2e
-        on e2e.path = c.path and e2e.signal = 'e2e' and e2e.w = c.w
-    left join marginals as queue
-        on queue.path = c.path and queue.signal = 'queue'
-        and queue.w = c.w
+        r.ttft_count,
+        r.e2e_count,
+        r.tpot_count,
+        r.finished,
+        r.failed,
+        pt.pos.threshold as ttft_t,
+        coalesce(r.ttft_counts[pt.pos.i_inf], r.ttft_count) as ttft_n,
+        r.ttft_counts[pt.pos.i_at] as ttft_c_at,
+        pt.pos.le_lo as ttft_le_lo,
+        r.ttft_counts[pt.pos.i_lo] as ttft_c_lo,
+        pt.pos.le_hi as ttft_le_hi,
+        r.ttft_counts[pt.pos.i_hi] as ttft_c_hi,
+        pd.pos.threshold as tpot_t,
+        coalesce(r.tpot_counts[pd.pos.i_inf], r.tpot_count) as tpot_n,
+        r.tpot_counts[pd.pos.i_at] as tpot_c_at,
+        pd.pos.le_lo as tpot_le_lo,
+        r.tpot_counts[pd.pos.i_lo] as tpot_c_lo,
+        pd.pos.le_hi as tpot_le_hi,
+        r.tpot_counts[pd.pos.i_hi] as tpot_c_hi,
+        pi.pos.threshold as itl_t,
+        coalesce(r.itl_counts[pi.pos.i_inf], r.itl_count) as itl_n,
+        r.itl_counts[pi.pos.i_at] as itl_c_at,
+        pi.pos.le_lo as itl_le_lo,
+        r.itl_counts[pi.pos.i_lo] as itl_c_lo,
+        pi.pos.le_hi as itl_le_hi,
+        r.itl_counts[pi.pos.i_hi] as itl_c_hi,
+        pe.pos.threshold as e2e_t,
+        coalesce(r.e2e_counts[pe.pos.i_inf], r.e2e_count) as e2e_n,
+        r.e2e_counts[pe.pos.i_at] as e2e_c_at,
+        pe.pos.le_lo as e2e_le_lo,
+        r.e2e_counts[pe.pos.i_lo] as e2e_c_lo,
+        pe.pos.le_hi as e2e_le_hi,
+        r.e2e_counts[pe.pos.i_hi] as e2e_c_hi,
+        pq.pos.threshold as queue_t,
+        coalesce(r.queue_counts[pq.pos.i_inf], r.queue_count) as queue_n,
+        r.queue_counts[pq.pos.i_at] as queue_c_at,
+        pq.pos.le_lo as queue_le_lo,
+        r.queue_counts[pq.pos.i_lo] as queue_c_lo,
+        pq.pos.le_hi as queue_le_hi,
+        r.queue_counts[pq.pos.i_hi] as queue_c_hi
+    from cube_window_histograms as r
+    inner join path_promise as pp on pp.path = r.path
+    left join positions as pt on pt.layout_id = r.ttft_layout
+    left join positions as pd on pd.layout_id = r.tpot_layout
+    left join positions as pi on pi.layout_id = r.itl_layout
+    left join positions as pe on pe.layout_id = r.e2e_layout
+    left join positions as pq on pq.layout_id = r.queue_layout
+    where r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
+),
+
+window_counts as (
+    -- per window and path, how many observations breach each threshold; NULL without a threshold
+    -- or without buckets in that window, `_n` NULL when the window has no observations
+    select
+        window_start,
+        path,
+        target,
+        ttft_s,
+        tpot_s,
+        e2e_s,
+        queue_s,
+        ttft_count,
+        e2e_count,
+        tpot_count,
+        finished,
+        failed,
+        case when ttft_t is not null and ttft_n > 0 then ttft_n end as ttft_n,
+        case when ttft_t is not null
+            then breached_estimate(ttft_n, ttft_t, ttft_c_at, ttft_le_lo, ttft_c_lo, ttft_le_hi, ttft_c_hi) end as ttft_bad,
+        case when ttft_t is not null then breached_low(ttft_n, ttft_c_at, ttft_c_hi) end as ttft_bad_low,
+        case when ttft_t is not null then breached_high(ttft_n, ttft_c_at, ttft_c_lo) end as ttft_bad_high,
+        case when ttft_t is not null then ttft_c_at is not null end as ttft_exact,
+        case when tpot_t is not null and tpot_n > 0 then tpot_n end as tpot_n,
+        case when tpot_t is not null
+            then breached_estimate(tpot_n, tpot_t, tpot_c_at, tpot_le_lo, tpot_c_lo, tpot_le_hi, tpot_c_hi) end as tpot_bad,
+        case when tpot_t is not null then breached_low(tpot_n, tpot_c_at, tpot_c_hi) end as tpot_bad_low,
+        case when tpot_t is not null then breached_high(tpot_n, tpot_c_at, tpot_c_lo) end as tpot_bad_high,
+        case when tpot_t is not null then tpot_c_at is not null end as tpot_exact,
+        case when itl_t is not null and itl_n > 0 then itl_n end as itl_n,
+        case when itl_t is not null
+            then breached_estimate(itl_n, itl_t, itl_c_at, itl_le_lo, itl_c_lo, itl_le_hi, itl_c_hi) end as itl_bad,
+        case when itl_t is not null then breached_low(itl_n, itl_c_at, itl_c_hi) end as itl_bad_low,
+        case when itl_t is not null then breached_high(itl_n, itl_c_at, itl_c_lo) end as itl_bad_high,
+        case when itl_t is not null then itl_c_at is not null end as itl_exact,
+        -- ITL observations above the threshold, at most (the request bound of a TPOT promise)
+        case when itl_t is not null then itl_n - coalesce(itl_c_at, itl_c_lo, 0) end as itl_above_high,
+        case when e2e_t is not null and e2e_n > 0 then e2e_n end as e2e_n,
+        case when e2e_t is not null
+            then breached_estimate(e2e_n, e2e_t, e2e_c_at, e2e_le_lo, e2e_c_lo, e2e_le_hi, e2e_c_hi) end as e2e_bad,
+        case when e2e_t is not null then breached_low(e2e_n, e2e_c_at, e2e_c_hi) end as e2e_bad_low,
+        case when e2e_t is not null then breached_high(e2e_n, e2e_c_at, e2e_c_lo) end as e2e_bad_high,
+        case when e2e_t is not null then e2e_c_at is not null end as e2e_exact,
+        case when queue_t is not null and queue_n > 0 then queue_n end as queue_n,
+        case when queue_t is not null
+            then breached_estimate(queue_n, queue_t, queue_c_at, queue_le_lo, queue_c_lo, queue_le_hi, queue_c_hi) end as queue_bad,
+        case when queue_t is not null then breached_low(queue_n, queue_c_at, queue_c_hi) end as queue_bad_low,
+        case when queue_t is not null then breached_high(queue_n, queue_c_at, queue_c_lo) end as queue_bad_high,
+        case when queue_t is not null then queue_c_at is not null end as queue_exact
+    from picked
+),
+
+counted as (
+    select * from window_counts where $per_window
+    union all by name
+    -- over the range: the windows' counts add up; exact when every window with observations is
+    select
+        null::timestamp as window_start,
+        path,
+        any_value(target) as target,
+        any_value(ttft_s) as ttft_s,
+        any_value(tpot_s) as tpot_s,
+        any_value(e2e_s) as e2e_s,
+        any_value(queue_s) as queue_s,
+        sum(ttft_count) as ttft_count,
+        sum(e2e_count) as e2e_count,
+        sum(tpot_count) as tpot_count,
+        sum(finished) as finished,
+        sum(failed) as failed,
+        sum(ttft_n) as ttft_n,
+        sum(ttft_bad) as ttft_bad,
+        sum(ttft_bad_low) as ttft_bad_low,
+        sum(ttft_bad_high) as ttft_bad_high,
+        coalesce(bool_and(ttft_exact) filter (where ttft_n is not null), bool_and(ttft_exact)) as ttft_exact,
+        sum(tpot_n) as tpot_n,
+        sum(tpot_bad) as tpot_bad,
+        sum(tpot_bad_low) as tpot_bad_low,
+        sum(tpot_bad_high) as tpot_bad_high,
+        coalesce(bool_and(tpot_exact) filter (where tpot_n is not null), bool_and(tpot_exact)) as tpot_exact,
+        sum(itl_n) as itl_n,
+        sum(itl_bad) as itl_bad,
+        sum(itl_bad_low) as itl_bad_low,
+        sum(itl_bad_high) as itl_bad_high,
+        coalesce(bool_and(itl_exact) filter (where itl_n is not null), bool_and(itl_exact)) as itl_exact,
+        sum(itl_above_high) as itl_above_high,
+        sum(e2e_n) as e2e_n,
+        sum(e2e_bad) as e2e_bad,
+        sum(e2e_bad_low) as e2e_bad_low,
+        sum(e2e_bad_high) as e2e_bad_high,
+        coalesce(bool_and(e2e_exact) filter (where e2e_n is not null), bool_and(e2e_exact)) as e2e_exact,
+        sum(queue_n) as queue_n,
+        sum(queue_bad) as queue_bad,
+        sum(queue_bad_low) as queue_bad_low,
+        sum(queue_bad_high) as queue_bad_high,
+        coalesce(bool_and(queue_exact) filter (where queue_n is not null), bool_and(queue_exact)) as queue_exact
+    from window_counts
+    where $over_range
+    group by path
+),
+
+pivoted as (
+    select
+        c.window_start,
+        c.path,
+        coalesce(c.ttft_count, c.e2e_count, c.tpot_count, c.finished) as requests,
+        coalesce(c.failed, 0) as failed_requests,
+        coalesce(c.finished, c.e2e_count, c.tpot_count, c.ttft_count) as finished_requests,
+        c.target,
+        c.ttft_s,
+        c.tpot_s,
+        c.e2e_s,
+        c.queue_s,
+        c.ttft_bad / c.ttft_n as ttft_share,
+        c.ttft_bad_low / c.ttft_n as ttft_low,
+        c.ttft_bad_high / c.ttft_n as ttft_high,
+        c.ttft_exact,
+        c.tpot_bad / c.tpot_n as tpot_share,
+        c.tpot_bad_low / c.tpot_n as tpot_low,
+        c.tpot_bad_high / c.tpot_n as tpot_high,
+        c.tpot_exact,
+        c.itl_bad / c.itl_n as itl_share,
+        c.itl_bad_low / c.itl_n as itl_low,
+        c.itl_bad_high / c.itl_n as itl_high,
+        c.itl_exact,
+        c.itl_above_high,
+        c.e2e_bad / c.e2e_n as e2e_share,
+        c.e2e_bad_low / c.e2e_n as e2e_low,
+        c.e2e_bad_high / c.e2e_n as e2e_high,
+        c.e2e_exact,
+        c.queue_bad / c.queue_n as queue_share,
+        c.queue_bad_low / c.queue_n as queue_low,
+        c.queue_bad_high / c.queue_n as queue_high,
+        c.queue_exact
+    from counted as c
 ),
 
 with_tpot as (
@@ -273,7 +313,7 @@ with_tpot as (
 
 final as (
     select
-        case when $by_window then w end as window_start,
+        window_start,
         path,
         requests,
         failed_requests,

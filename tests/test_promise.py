@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from app.cube import ensure_cube
@@ -11,6 +12,7 @@ from app.promise import (
     Promise,
     burn_alerts,
     burn_factor,
+    evaluate,
     meets_target,
     parse_promise,
     path_report,
@@ -166,6 +168,38 @@ def test_page_fires_when_both_windows_burn_fast(ws: Workspace) -> None:
     assert alerts["burn_low"].tolist() == pytest.approx([20.0] * 12)
 
 
+def test_trailing_ranges_count_idle_windows_as_time(ws: Workspace) -> None:
+    """Idle windows have no row (no requests), yet a 1 h range still spans 12 windows of time: the
+    busy window 65 minutes back must not count. Window 1: 10 000 clean requests; windows 2-6 burn
+    20; 7-12 idle; window 13 burns 15. The 1 h range of window 13 is windows 2-13: 115 breaches of
+    600 (burn 19.2: page), not of 10 600 (burn 1.1)."""
+    _windows(ws, [(10000, 0)] + [(100, 20)] * 5 + [(0, 0)] * 6 + [(100, 15)])
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    alerts = burn_alerts(ws, cube_id, 300, [Promise(ttft_s=0.5)], start, end)
+    assert len(alerts) == 7  # the idle windows have no row
+    last = alerts.iloc[-1]
+    assert last["burn_low"] == pytest.approx(15.0)
+    assert last["page_1h"] == "firing"
+    # 6 h: every window, 115 of 10 600 (burn 1.08 < 6); 30 min: window 13 alone (15 > 6)
+    assert last["page_6h"] == "ok"
+
+
+def test_evaluate_is_the_three_tables(ws: Workspace) -> None:
+    """promise.evaluate (what the Promise page runs) gives what the separate calls give."""
+    _windows(ws, [(1000, 10), (100, 50), (0, 0), (400, 7)])
+    load(ws, one_window(TPOT, ["0.05", "+Inf"], [990, 1000]))
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    promises = [Promise(ttft_s=0.5, tpot_s=0.05, e2e_s=3.0)]
+    tables = evaluate(ws, cube_id, 300, promises, start, end)
+    pd.testing.assert_frame_equal(tables.paths, shares(ws, cube_id, promises, start, end))
+    windows = shares(ws, cube_id, promises, start, end, by_window=True)
+    pd.testing.assert_frame_equal(tables.windows.reset_index(drop=True), windows)
+    pd.testing.assert_frame_equal(tables.alerts, burn_alerts(ws, cube_id, 300, promises, start, end))
+    assert len(tables.paths) == 1 and len(windows) == 3
+
+
 def test_interval_burns_are_possible_not_firing(ws: Workspace) -> None:
     # threshold 0.6 s between bounds 0.5 and 2.5: low end 0, high end 20 %
     scrapes, total = [(0, [0, 0, 0], 0.0)], 0
@@ -227,22 +261,30 @@ def test_path_report_json_shape(ws: Workspace) -> None:
 
 
 def test_a_bucket_layout_changed_part_way_reads_each_windows_own_bounds(ws: Workspace) -> None:
-    """An engine upgrade changed the TTFT buckets between two windows: the promise query prunes
-    bucket rows to the bounds around the threshold only when the layout is uniform, so each window
-    still interpolates between its own neighbours (0.1-0.5, then 0.2-0.5)."""
+    """An engine upgrade changed the TTFT buckets between two windows: each window interpolates
+    between its own neighbours (0.1-0.5, then 0.2-0.5), and over the range the windows' breached
+    counts add up (65 + 53.33 of 200), not bucket counts of two layouts."""
     old = {**V1, "instance": "old:8000"}
     new = {**V1, "instance": "new:8000"}
     load(ws, histogram(TTFT, old, ["0.1", "0.5", "+Inf"], [(0, [0, 0, 0], 0.0), (60, [10, 60, 100], 30.0)])
          + histogram(TTFT, new, ["0.2", "0.5", "+Inf"], [(61, [0, 0, 0], 0.0), (120, [30, 80, 100], 30.0)]))
     cube_id = ensure_cube(ws, None, 60, None)
-    layout = dict(ws.con.execute("select le, in_every_window from cube_bucket_layout where cube_id = $id "
-                                 "and signal = 'ttft'", {"id": cube_id}).fetchall())
-    assert layout == {0.1: False, 0.2: False, 0.5: True, math.inf: True}
+    layouts = ws.con.execute("select les from cube_bucket_layouts where cube_id = $id and signal = 'ttft' "
+                             "order by layout_id", {"id": cube_id}).fetchall()
+    assert layouts == [([0.1, 0.5, math.inf],), ([0.2, 0.5, math.inf],)]
     start, end = time_range(ws, cube_id, None, None)
     frame = shares(ws, cube_id, [Promise(ttft_s=0.3)], start, end, by_window=True)
     got = [(r.ttft_share, r.ttft_low, r.ttft_high) for r in frame.itertuples()]
     assert got == [pytest.approx((0.65, 0.40, 0.90)), pytest.approx((1 - (30 + 50 / 3) / 100, 0.20, 0.70))]
-    # a cube stored before the layout index existed is indexed when next asked for
-    ws.con.execute("delete from cube_bucket_layout")
+    whole = shares(ws, cube_id, [Promise(ttft_s=0.3)], start, end).iloc[0]
+    assert (whole.ttft_share, whole.ttft_low, whole.ttft_high) == pytest.approx(
+        ((65 + 100 - 30 - 50 / 3) / 200, (40 + 20) / 200, (90 + 70) / 200))
+    assert not whole.ttft_exact
+    # thresholds on a bound of both layouts are exact over the range too
+    assert bool(shares(ws, cube_id, [Promise(ttft_s=0.5)], start, end).iloc[0].ttft_exact)
+    # a cube stored before the per-window lists existed gets them when next asked for
+    for table in ("cube_window_histograms", "cube_bucket_layouts"):
+        ws.con.execute(f"delete from {table}")
     assert ensure_cube(ws, None, 60, None) == cube_id
-    assert ws.con.execute("select count(*) from cube_bucket_layout").fetchall()[0][0] == 4
+    assert ws.con.execute("select count(*) from cube_bucket_layouts").fetchall()[0][0] == 2
+    assert shares(ws, cube_id, [Promise(ttft_s=0.3)], start, end, by_window=True).equals(frame)

@@ -47,9 +47,12 @@ def bound_ws() -> Iterator[Workspace]:
     for path in sorted(FILE_FIXTURES.glob("ingest__*")):
         assert w.load_file(path).status == "loaded"
     cube_id = ensure_cube(w, [1], 60, None)
+    # the lists the promise index is built from (index_for_promises drops them once stored)
+    sql.materialize(w.con, "cube__promise_lists", "promise_lists", cube_id=cube_id)
     # the per-window promise table the burn-rate query reads
     sql.materialize(w.con, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=datetime(2000, 1, 1),
-                    end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], by_window=True, include_failed=True)
+                    end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], per_window=True, over_range=False,
+                    include_failed=True)
     yield w
     w.close()
 
