@@ -340,7 +340,10 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
     else:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
         with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(analysis,)) as pool:
-            futures = {pool.submit(_run_in_worker, job): job for job in jobs}
+            # longest first (more demand, then fewer replicas: longer queues), so that the last
+            # runs to finish are short ones and no process idles while one long run remains
+            by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.replicas))
+            futures = {pool.submit(_run_in_worker, job): job for job in by_cost}
             for future in as_completed(futures):
                 done(futures[future], future.result())
     out = []

@@ -232,9 +232,10 @@ class Replica:
             k = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
         else:
             k = int(y / (f * A))
-        while k > 0 and self._tau(k - 1) >= y:
+        # tau inlined (the same expression as _tau): this runs for every arrival during a stretch
+        while k > 0 and f * ((k - 1) * A + dl * (k - 1) * (k - 2) * 0.5) >= y:
             k -= 1
-        while self._tau(k) < y:
+        while f * (k * A + dl * k * (k - 1) * 0.5) < y:
             k += 1
         return k
 
@@ -248,9 +249,9 @@ class Replica:
             m = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
         else:
             m = int(y / (f * A))
-        while m > 0 and self._tau(m) > y:
+        while m > 0 and f * (m * A + dl * m * (m - 1) * 0.5) > y:
             m -= 1
-        while self._tau(m + 1) <= y:
+        while f * ((m + 1) * A + dl * (m + 1) * m * 0.5) <= y:
             m += 1
         return m
 

@@ -84,13 +84,24 @@ class Router:
     def choose(self) -> int:
         reps = self.replicas
         n = len(reps)
-        up = [r for r in range(n) if reps[(self.next + r) % n].up]
-        if not up:
-            raise RuntimeError("no replica is up")
-        order = [(self.next + r) % n for r in up]  # rotating start: ties do not favour replica 0
-        self.next = (self.next + 1) % n
+        start = self.next  # rotating start: ties do not favour replica 0
+        self.next = (start + 1) % n
         if self.policy == "least_outstanding":
-            return min(order, key=lambda r: reps[r].outstanding())
+            # the first of the least loaded in rotating order (a loop: this runs once per request)
+            best, least = -1, 1 << 62
+            for off in range(n):
+                r = start + off if start + off < n else start + off - n
+                rep = reps[r]
+                if rep.up:
+                    load = len(rep.inbox) + len(rep.waiting) + len(rep.running)  # rep.outstanding()
+                    if load < least:
+                        best, least = r, load
+            if best < 0:
+                raise RuntimeError("no replica is up")
+            return best
+        order = [(start + r) % n for r in range(n) if reps[(start + r) % n].up]
+        if not order:
+            raise RuntimeError("no replica is up")
         if self.policy == "round_robin":
             return order[0]
         if self.policy == "random":
