@@ -88,6 +88,8 @@ def to_table(doc: dict[str, Any]) -> str:
             note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h in {d['replay_s']:.2f} s")
         if r["name"] == "cube_build":
             note.append(f"{d['cube_rows']:,} cube rows")
+            if d.get("grouped_scan_s"):
+                note.append(f"a bare group-by per series and window of the same samples: {d['grouped_scan_s']:.2f} s")
         goal = GOALS.get((r["name"], r["reference"]), GOALS.get((r["name"], None), ""))
         rows.append([r["name"], _samples(r["samples"]), _seconds(r, "seconds"), r["reference"] or "–",
                      _seconds(r, "reference_seconds"), "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",

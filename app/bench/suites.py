@@ -190,8 +190,9 @@ def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> lis
         dump = workdir / f"cube-{n}.parquet"
         cube = child({"task": "cube", "db": str(db), "window_s": WINDOW_S,
                       "dump": str(dump) if compare_here else None}, workdir)
+        grouped = child({"task": "grouped", "db": str(db), "window_s": WINDOW_S}, workdir)
         log(f"  cube {cube['seconds']:.2f} s ({cube['cube_rows']:,} rows, peak RSS {cube['peak_rss_mb']:.0f} MB); "
-            f"bare scan {_best(bare):.3f} s")
+            f"bare scan {_best(bare):.3f} s; group-by per series and window {grouped['seconds']:.2f} s")
         cube_times[fleet.samples] = cube["seconds"]
         load_times[fleet.samples] = load["seconds"]
         results.append(Result(
@@ -205,7 +206,12 @@ def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> lis
             reference_runs=bare, detail={"cube_rows": cube["cube_rows"], "window_s": WINDOW_S,
                                          "series": fleet.series, "hours": round(fleet.hours, 2),
                                          "restarts": fleet.restarts,
-                                         "what": "ensure_cube on the loaded workspace (fresh process)"}))
+                                         "grouped_scan_s": round(grouped["seconds"], 3),
+                                         "grouped_groups": grouped["groups"],
+                                         "what": "ensure_cube on the loaded workspace (fresh process); "
+                                                 "grouped_scan_s: one group-by of the stored samples per "
+                                                 "(series, window) with count, min, max, first and last, "
+                                                 "the least a cube must do"}))
         if compare_here:
             results.append(_against_pandas(fleet, load, cube, dump, workdir, log, compare))
             if promql:

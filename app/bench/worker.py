@@ -4,8 +4,9 @@ Each task prints one JSON line with its wall-clock seconds (imports and process 
 its peak RSS, so a 100 M-sample build is measured on its own, not on top of what ran before it.
 
 Tasks: ``load`` (files into a workspace file), ``cube`` (build the cube of every dataset of a
-workspace file, optionally write it to Parquet), ``pandas`` (the reference cube of one Parquet file,
-optionally written to Parquet).
+workspace file, optionally write it to Parquet), ``grouped`` (the least a cube must do: one group-by of the stored
+samples per series and window, no counter resets, labels or paths), ``pandas`` (the reference cube of
+one Parquet file, optionally written to Parquet).
 """
 
 from __future__ import annotations
@@ -53,6 +54,34 @@ def _cube(task: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "cube_rows": int(rows)}
 
 
+# every aggregate is summed so that none is pruned; first/last by time and min/max are what a
+# counter's increase in a window needs before resets are looked at
+_GROUPED = """
+select count(*), sum(n), sum(lo + hi + first_v + last_v) from (
+    select series_id, time_bucket(to_seconds($window_s), ts) as w, count(*) as n, min(value) as lo,
+        max(value) as hi, arg_min(value, ts) as first_v, arg_max(value, ts) as last_v
+    from samples
+    group by series_id, w
+)
+"""
+
+
+def _grouped(task: dict[str, Any]) -> dict[str, Any]:
+    import duckdb
+
+    from app.store import _engine_config
+
+    con = duckdb.connect(task["db"], read_only=True, config=_engine_config())
+    try:
+        con.execute("set enable_progress_bar = false")
+        t0 = time.perf_counter()
+        groups = con.execute(_GROUPED, {"window_s": int(task["window_s"])}).fetchone()[0]
+        seconds = time.perf_counter() - t0
+    finally:
+        con.close()
+    return {"seconds": seconds, "groups": int(groups)}
+
+
 def _pandas(task: dict[str, Any]) -> dict[str, Any]:
     from app.bench.reference import pandas_cube
 
@@ -64,7 +93,7 @@ def _pandas(task: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "cube_rows": len(cube)}
 
 
-TASKS = {"load": _load, "cube": _cube, "pandas": _pandas}
+TASKS = {"load": _load, "cube": _cube, "grouped": _grouped, "pandas": _pandas}
 
 
 def main(argv: list[str]) -> int:
