@@ -10,6 +10,7 @@ the truth. The full grid (`python -m app.economics.accuracy`) and its error tabl
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from app.economics import accuracy
@@ -46,3 +47,23 @@ def test_predictions_meet_the_goal(fitted: tuple, replicas: int, traffic: float,
             assert accuracy.within_goal(r["ttft_predicted"], r["ttft_true"]), r
             assert accuracy.within_goal(r["joint_predicted"], r["joint_true"]), r
         assert r["meets_goal"], r
+
+
+@pytest.mark.slow
+def test_a_grid_row_replays_the_same_requests_unchanged(fitted: tuple) -> None:
+    """The runs of a grid row share one synthesized request set (scenarios._run's cache): a run must
+    not change it, so the second N' gives exactly what a replay with its own requests gives."""
+    from app.economics import scenarios
+    from app.economics.replay import demand_requests, replay
+
+    analysis, _ = fitted
+    cache: dict = {}
+    first = scenarios._run(analysis, scenarios._Job(N0, 1.0, 1.0, 2000, "fit"), cache)
+    second = scenarios._run(analysis, scenarios._Job(N0 + 1, 1.0, 1.0, 2000, "fit"), cache)
+    assert len(cache) == 1
+    alone = replay(analysis.model, analysis.demand, N0 + 1, analysis.thresholds, 1.0, 1.0, seed=2000)
+    assert (second.joint, second.ttft, second.requests) == (alone.joint, alone.ttft, alone.requests)
+    fresh = demand_requests(analysis.demand, 1.0, 1.0, 2000)
+    kept = cache[(1.0, 1.0, 2000)]
+    assert all(np.array_equal(kept[k], fresh[k]) for k in fresh)
+    assert first.sim_seconds > 0

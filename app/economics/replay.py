@@ -102,10 +102,18 @@ def outcomes(run: object) -> dict[str, np.ndarray]:
     return d
 
 
+def demand_requests(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed: int = 0,
+                    max_model_len: int = 32768) -> dict[str, np.ndarray]:
+    """The requests a replay of ``demand`` at this traffic and context replays, for ``seed``."""
+    return _with_warmup(demand, synthesize(demand, traffic, context, seed, max_model_len), seed)
+
+
 def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
-           traffic: float = 1.0, context: float = 1.0, seed: int = 0, max_model_len: int = 32768) -> RunShares:
-    """One replay run of a scenario."""
-    reqs = _with_warmup(demand, synthesize(demand, traffic, context, seed, max_model_len), seed)
+           traffic: float = 1.0, context: float = 1.0, seed: int = 0, max_model_len: int = 32768,
+           requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
+    """One replay run of a scenario. ``requests``: ``demand_requests`` of the same arguments, when
+    the caller has them already (the runs of a grid at several N' replay the same requests)."""
+    reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_model_len)
     trace = _trace(demand, reqs, seed, max_model_len)
     run = run_fleet(trace, twin_config(model, replicas, max_model_len), seed=seed, drain=True, metrics=False)
     d = outcomes(run)

@@ -33,7 +33,7 @@ import numpy as np
 from app.cube import ensure_cube
 from app.economics.capacity import Assumptions, ReplicaModel, fit_replica
 from app.economics.demand import Demand, observed_demand
-from app.economics.replay import RunShares, Thresholds, replay
+from app.economics.replay import RunShares, Thresholds, demand_requests, replay
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
 
@@ -262,12 +262,23 @@ def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
         a, tpot_scale=a.tpot_scale * (1 + sign * SENSITIVITY), prefill_scale=a.prefill_scale * (1 + sign * SENSITIVITY)))
 
 
-def _run(analysis: Analysis, job: _Job) -> RunShares:
+_REQUESTS_KEPT = 4  # synthesized request sets a process keeps (about 30-50 MB each for a day)
+
+
+def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], Any]) -> RunShares:
+    """One twin run. ``cache`` keeps the last synthesized requests: the runs of a grid row (same
+    traffic, context and seed at several N') replay the same requests, one row after another."""
+    key = (job.traffic, job.context, job.seed)
+    if key not in cache:
+        while len(cache) >= _REQUESTS_KEPT:
+            del cache[next(iter(cache))]  # the oldest
+        cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed)
     return replay(_variant(analysis.model, job.variant), analysis.demand, job.replicas, analysis.thresholds,
-                  job.traffic, job.context, seed=job.seed)
+                  job.traffic, job.context, seed=job.seed, requests=cache[key])
 
 
 _WORKER_ANALYSIS: Analysis | None = None
+_WORKER_REQUESTS: dict[tuple[float, float, int], Any] = {}
 
 
 def _init_worker(analysis: Analysis) -> None:
@@ -277,7 +288,7 @@ def _init_worker(analysis: Analysis) -> None:
 
 def _run_in_worker(job: _Job) -> RunShares:
     assert _WORKER_ANALYSIS is not None
-    return _run(_WORKER_ANALYSIS, job)
+    return _run(_WORKER_ANALYSIS, job, _WORKER_REQUESTS)
 
 
 def default_workers() -> int:
@@ -335,8 +346,9 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
                      f"so far)")
 
     if workers <= 1:
+        cache: dict[tuple[float, float, int], Any] = {}
         for job in jobs:
-            done(job, _run(analysis, job))
+            done(job, _run(analysis, job, cache))
     else:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
         with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(analysis,)) as pool:
