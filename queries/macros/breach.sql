@@ -36,24 +36,3 @@ create or replace macro breached_high(n, c_at, c_lo) as
         when c_at is not null then n - c_at
         else n - coalesce(c_lo, 0)
     end;
-
-create or replace macro breach_counts_of(n, t, c_at, le_lo, c_lo, le_hi, c_hi) as
-    struct_pack(
-        n_obs := case when n > 0 then n end,
-        bad := breached_estimate(n, t, c_at, le_lo, c_lo, le_hi, c_hi),
-        bad_low := breached_low(n, c_at, c_hi),
-        bad_high := breached_high(n, c_at, c_lo),
-        exact := c_at is not null,
-        -- observations above the threshold, at most (for the ITL request bound)
-        above_high := n - coalesce(c_at, c_lo, 0)
-    );
-
--- one window's breach counts of one histogram: `counts` its cumulative bucket counts in layout order,
--- `n_count` its _count (n when the +Inf bucket is missing), `pos` where the bounds around the
--- threshold sit in that layout (promise__shares: threshold, i_inf, i_at, le_lo, i_lo, le_hi, i_hi);
--- NULL when the histogram has no threshold. n_obs is n when the window has observations.
-create or replace macro breach_counts(counts, n_count, pos) as
-    case when pos is not null then breach_counts_of(
-        coalesce(counts[pos.i_inf], n_count), pos.threshold,
-        counts[pos.i_at], pos.le_lo, counts[pos.i_lo], pos.le_hi, counts[pos.i_hi]
-    ) end;
