@@ -102,6 +102,7 @@ class Replica:
         # without metrics a stretch of decode steps is applied at once, not counted scrape by scrape
         # into the ITL and iteration histograms (the economics twin reads only the request times)
         self.metrics = metrics
+        self.keep_stretch = not metrics and step.noise_sigma == 0
         self.reqs = reqs
         self.counters = counters
         self.grid0, self.grid_dt = grid0, grid_dt
@@ -170,8 +171,12 @@ class Replica:
         insort(self.inbox, (t_eng, i))
         if self.plan == IDLE or (self.plan == WAKE and t_eng < self.plan_end):
             self.plan, self.plan_end = WAKE, t_eng
-        elif self.plan == STRETCH:
-            # steps that start before the engine sees the request were decided without it
+        elif self.plan == STRETCH and not (self.keep_stretch and (self.waiting or len(self.running) >= self.max_seqs)):
+            # steps that start before the engine sees the request were decided without it.
+            # keep_stretch: a request that joins a waiting queue (whose head could not be admitted)
+            # or finds the batch full is not admitted before the stretch ends anyway, so the stretch
+            # stands (otherwise it is cut: the scraped waiting gauge counts the request, and a
+            # noisy step time draws its noise per stretch)
             k_cut = self._first_tau_at_least(t_eng - self.T)
             if k_cut < self.k:
                 if k_cut == 0:
@@ -514,6 +519,9 @@ class Replica:
 
     def _complete_step(self) -> None:
         """Apply the scheduled step at its end time: tokens, first tokens, finishes, observations."""
+        if not self.metrics:
+            self._complete_step_times_only()
+            return
         reqs, c = self.reqs, self.counters
         T0 = self.T
         T1 = self.plan_end
@@ -586,6 +594,46 @@ class Replica:
             c.iter_sum[g] += self.st_tokens
         if self.st_preempt:
             c.preemptions[g] += self.st_preempt
+        self.S, self.T = S1, T1
+        self._pop_finishes()
+        self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+
+    def _complete_step_times_only(self) -> None:
+        """:meth:`_complete_step` without the step-level histograms (``metrics=False``): the same
+        request times, tokens and finishes; about a tenth of a replay's time goes to those counters."""
+        reqs = self.reqs
+        T1 = self.plan_end
+        S1 = self.S + 1
+        dec, lag = self.dec, self.lag
+        if self.st_dec is None:  # every decoder ran
+            lag.clear()
+        else:
+            ran = set(self.st_dec)
+            for i in self.st_dec:
+                lag.pop(i, None)
+            # skipped decoders keep their token count: shift q so that S + q stays constant
+            T0 = self.T
+            for i in [i for i in dec if i not in ran]:
+                q = dec[i]
+                self._drop_decoder(i, q)
+                self._add_decoder(i, q - 1)
+                lag.setdefault(i, T0)
+        prompt, target, to_prefill, gen, pf = reqs.prompt, reqs.target, reqs.to_prefill, reqs.gen, self.pf
+        first_t = reqs.first_t
+        for i, ntok, comp in self.st_pf:
+            done = comp + ntok
+            if done < to_prefill[i]:
+                pf[i] = done
+                continue
+            del pf[i]
+            g_old = gen[i]
+            if g_old == 0:
+                first_t[i] = T1
+            gen[i] = g_old + 1
+            if g_old + 1 >= target[i]:
+                self._finish(i, T1, -(-(prompt[i] + g_old) // self.bs))
+            else:
+                self._add_decoder(i, prompt[i] + g_old + 1 - S1)
         self.S, self.T = S1, T1
         self._pop_finishes()
         self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
