@@ -52,7 +52,8 @@ path_promise as (
         coalesce(own.tpot_s, star.tpot_s) as tpot_s,
         coalesce(own.e2e_s, star.e2e_s) as e2e_s,
         coalesce(own.queue_s, star.queue_s) as queue_s,
-        coalesce(own.target, star.target, 0.99) as target
+        coalesce(own.target, star.target, 0.99) as target,
+        row_number() over (order by rp.path) as path_code  -- sorts the output cheaper than the name
     from request_paths as rp
     left join promise_list as own on own.path = rp.path
     left join promise_list as star on star.path = '*'
@@ -91,13 +92,15 @@ positions as (
     group by l.layout_id
 ),
 
-picked as (
+picked as not materialized (
+    -- (inlined into window_counts, its one reader)
     -- each histogram's n (+Inf, or _count when the +Inf bucket is missing) and the counts at its
     -- threshold's bounds in this window's layout
     select
         r.window_start,
         r.path,
         pp.target,
+        pp.path_code,
         pp.ttft_s,
         pp.tpot_s,
         pp.e2e_s,
@@ -152,13 +155,15 @@ picked as (
     where r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
 ),
 
-window_counts as (
+window_counts as materialized (
     -- per window and path, how many observations breach each threshold; NULL without a threshold
-    -- or without buckets in that window, `_n` NULL when the window has no observations
+    -- or without buckets in that window, `_n` NULL when the window has no observations.
+    -- Materialized: the per-window rows and the range sums read it, and computed twice it cost more
     select
         window_start,
         path,
         target,
+        path_code,
         ttft_s,
         tpot_s,
         e2e_s,
@@ -211,6 +216,7 @@ counted as (
         null::timestamp as window_start,
         path,
         any_value(target) as target,
+        any_value(path_code) as path_code,
         any_value(ttft_s) as ttft_s,
         any_value(tpot_s) as tpot_s,
         any_value(e2e_s) as e2e_s,
@@ -255,6 +261,7 @@ pivoted as (
     select
         c.window_start,
         c.path,
+        c.path_code,
         coalesce(c.ttft_count, c.e2e_count, c.tpot_count, c.finished) as requests,
         coalesce(c.failed, 0) as failed_requests,
         coalesce(c.finished, c.e2e_count, c.tpot_count, c.ttft_count) as finished_requests,
@@ -315,6 +322,7 @@ final as (
     select
         window_start,
         path,
+        path_code,
         requests,
         failed_requests,
         finished_requests,
@@ -358,4 +366,4 @@ final as (
     where requests > 0
 )
 
-select * from final order by window_start nulls first, path
+select * exclude (path_code) from final order by window_start nulls first, path_code
