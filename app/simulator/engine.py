@@ -21,7 +21,9 @@ request). Such a *stretch* of k steps is advanced in closed form: a request's to
 ``S + q`` (``S`` = the replica's step counter, ``q`` fixed while it decodes), finishes sit in a heap
 keyed by step number, KV block demand comes from counts of requests per ``q mod 16`` class, and the
 inter-token-latency histogram gets the stretch's k step times, counted per bucket arithmetically.
-Steps that admit, prefill, preempt or follow a skipped decode are simulated one by one.
+Steps that admit, prefill, preempt or follow a skipped decode are simulated one by one. The
+economics twin (no metrics, deterministic step time) also lets a stretch run past an arrival that
+cannot be admitted before it ends anyway (a non-empty waiting queue, or a full batch).
 """
 
 from __future__ import annotations
