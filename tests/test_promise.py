@@ -137,13 +137,13 @@ def test_tv_5_1_and_5_2_burn_factors() -> None:
         [0.020833333333333332, 0.0625, 0.07142857142857142, 0.14285714285714285], rel=1e-12)
 
 
-def _windows(ws: Workspace, counts: list[tuple[int, int]]) -> None:
+def _windows(ws: Workspace, counts: list[tuple[int, int]], labels: dict | None = None) -> None:
     """5-minute windows of (requests, breaches at TTFT 0.5 s)."""
     scrapes, total, bad = [(0, [0, 0], 0.0)], 0, 0
     for i, (n, b) in enumerate(counts, start=1):
         total, bad = total + n, bad + b
         scrapes.append((300 * i, [total - bad, total], 0.0))
-    load(ws, histogram(TTFT, V1, ["0.5", "+Inf"], scrapes))
+    load(ws, histogram(TTFT, labels or V1, ["0.5", "+Inf"], scrapes))
 
 
 def test_tv_5_3_request_weighted_ratio_and_page(ws: Workspace) -> None:
@@ -183,6 +183,25 @@ def test_trailing_ranges_count_idle_windows_as_time(ws: Workspace) -> None:
     assert last["page_1h"] == "firing"
     # 6 h: every window, 115 of 10 600 (burn 1.08 < 6); 30 min: window 13 alone (15 > 6)
     assert last["page_6h"] == "ok"
+
+
+def test_trailing_ranges_stay_inside_their_path(ws: Workspace) -> None:
+    """The running totals run over the paths one after another: a range reaching back before a
+    path's first window starts there, never in the previous path's windows. Path a burns 20 for an
+    hour; path b (next in order) has two clean windows: every b range has burn 0, and a's alerts are
+    those of a alone."""
+    _windows(ws, [(100, 20)] * 12, {**V1, "model_name": "a"})
+    _windows(ws, [(100, 0)] * 2, {**V1, "model_name": "b", "instance": "10.0.0.2:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    alerts = burn_alerts(ws, cube_id, 300, [Promise(ttft_s=0.5)], start, end)
+    assert alerts["path"].tolist() == ["a"] * 12 + ["b"] * 2  # by path, then time
+    assert alerts["window_start"].is_monotonic_increasing is False  # b starts again at the first window
+    a, b = alerts[alerts["path"] == "a"], alerts[alerts["path"] == "b"]
+    assert a["window_start"].is_monotonic_increasing and b["window_start"].is_monotonic_increasing
+    assert set(a["page_1h"]) == {"firing"} and set(a["ticket_3d"]) == {"firing"}
+    assert set(b["page_1h"]) == set(b["page_6h"]) == set(b["ticket_3d"]) == {"ok"}
+    assert b["burn_high"].tolist() == [0.0, 0.0]
 
 
 def test_evaluate_is_the_three_tables(ws: Workspace) -> None:
