@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,12 +88,12 @@ def time_range(ws: Workspace, cube_id: int, start: datetime | None, end: datetim
 
 
 def _shares_table(cur: Any, cube_id: int, promises: list[Promise], start: datetime, end: datetime,
-                  per_window: bool, over_range: bool, include_failed: bool) -> Any:
+                  per_window: bool, over_range: bool, include_failed: bool, paths: list[str] | None = None) -> Any:
     """``promise__shares`` as an Arrow table (Arrow, then pandas: 3x faster than ``.df()`` on the
-    wide per-window table)."""
+    wide per-window table); ``paths``: only these."""
     return sql.arrow(cur, "promise__shares", cube_id=cube_id, start_ts=start, end_ts=end,
                      promises=[p.as_param() for p in promises], per_window=per_window, over_range=over_range,
-                     include_failed=include_failed)
+                     include_failed=include_failed, paths=paths)
 
 
 def shares(ws: Workspace, cube_id: int, promises: list[Promise], start: datetime, end: datetime,
@@ -140,11 +142,34 @@ class PromiseTables:
 
 def evaluate(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
              end: datetime, include_failed: bool = True, slo_period_days: float = 30) -> PromiseTables:
-    """``shares`` per path and per window and ``burn_alerts``, from one read of the cube's lists."""
+    """``shares`` per path and per window and ``burn_alerts``, from one read of the cube's lists.
+
+    Paths are independent, and one query over fewer rows than a storage row group runs mostly on
+    one thread: with several paths and cores, two halves of the paths (in name order) run at once,
+    each on its own cursor, and their rows, ordered by path, are concatenated."""
+    paths = sorted(r[0] for r in ws.cursor().execute(
+        "select distinct path from cube_bucket_layouts where cube_id = $id", {"id": cube_id}).fetchall())
+    parts = min(2, len(paths), os.cpu_count() or 1)
+    if parts <= 1:
+        return _evaluate_paths(ws, cube_id, window_s, promises, start, end, include_failed, slo_period_days, None)
+    groups = [paths[: len(paths) // 2], paths[len(paths) // 2:]]
+    with ThreadPoolExecutor(1) as pool:
+        second = pool.submit(_evaluate_paths, ws, cube_id, window_s, promises, start, end, include_failed,
+                             slo_period_days, groups[1])
+        first = _evaluate_paths(ws, cube_id, window_s, promises, start, end, include_failed, slo_period_days,
+                                groups[0])
+        both = (first, second.result())
+    return PromiseTables(*(pd.concat([getattr(t, f) for t in both], ignore_index=True)
+                           for f in ("paths", "windows", "alerts")))
+
+
+def _evaluate_paths(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
+                    end: datetime, include_failed: bool, slo_period_days: float,
+                    paths: list[str] | None) -> PromiseTables:
     import pyarrow.compute as pc
 
     cur = ws.cursor()
-    both = _shares_table(cur, cube_id, promises, start, end, True, True, include_failed)
+    both = _shares_table(cur, cube_id, promises, start, end, True, True, include_failed, paths)
     over_range = pc.is_null(both["window_start"])
     windows = both.filter(pc.invert(over_range))
     cur.register("promise_windows", windows)

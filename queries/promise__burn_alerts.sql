@@ -8,7 +8,8 @@
 --   mean of window ratios. With an interval of breach shares, a rule is `firing` when even the low
 --   ends exceed the factor, `possible` when only the high ends do, else `ok`; NULL when the cube
 --   window is longer than the rule's short window.
--- grain: one row per (window_start, path); reads the per-window promise table `promise_windows`
+-- grain: one row per (path, window_start), by path and time (the order of the dense grid, which the
+--   windows with an empty OVER keep); reads the per-window promise table `promise_windows`
 -- @param window_s INTEGER  the cube's window length in seconds
 -- @param fast_factor DOUBLE  burn factor of the 1 h / 5 min page
 -- @param slow_factor DOUBLE  burn factor of the 6 h / 30 min page
@@ -23,61 +24,99 @@ windows as (
         requests,
         target,
         joint_low * requests as bad_low,
-        joint_high * requests as bad_high
+        joint_high * requests as bad_high,
+        (epoch(window_start) // $window_s)::bigint as slot
     from promise_windows
 ),
 
-slotted as (
-    select *, (epoch(window_start) // $window_s)::bigint as slot from windows
-),
-
-grid as (
-    -- every window of each path's span, so that a trailing range is a fixed number of rows
-    select s.path, g.slot
-    from (select path, min(slot) as first_slot, max(slot) as last_slot from slotted group by path) as s,
-        range(s.first_slot, s.last_slot + 1) as g(slot)
-),
-
-running as (
-    -- running totals per path: a trailing sum is then the difference of two, whatever its length
+dense as (
+    -- every window of each path's span, paths one after another, so that a trailing range is a
+    -- fixed number of rows back
     select
-        g.path,
+        s.path,
         g.slot,
+        s.first_slot,
         x.window_start,
         x.requests,
         x.target,
         x.bad_low,
         x.bad_high,
-        sum(coalesce(x.requests, 0)) over w as n_cum,
-        sum(coalesce(x.bad_low, 0)) over w as lo_cum,
-        sum(coalesce(x.bad_high, 0)) over w as hi_cum
-    from grid as g
-    left join slotted as x on x.path = g.path and x.slot = g.slot
-    window w as (partition by g.path order by g.slot rows between unbounded preceding and current row)
+        coalesce(x.requests, 0) as n,
+        coalesce(x.bad_low, 0) as lo,
+        coalesce(x.bad_high, 0) as hi
+    from (select path, min(slot) as first_slot, max(slot) as last_slot from windows group by path) as s
+    cross join range(s.first_slot, s.last_slot + 1) as g(slot)
+    left join windows as x on x.path = s.path and x.slot = g.slot
+    order by s.path, g.slot
+),
+
+running as (
+    -- running totals in that order (a window with an empty OVER keeps it and streams, where a
+    -- partitioned one sorts again); non-decreasing, as every term is >= 0
+    select
+        *,
+        sum(n) over w as n_cum,
+        sum(lo) over w as lo_cum,
+        sum(hi) over w as hi_cum
+    from dense
+    window w as (rows between unbounded preceding and current row)
+),
+
+lagged as (
+    -- the totals a fixed number of rows back (at least one window: the current one)
+    select
+        *,
+        lag(n_cum, greatest(1, 300 // $window_s)) over () as n_before_5m,
+        lag(lo_cum, greatest(1, 300 // $window_s)) over () as lo_before_5m,
+        lag(hi_cum, greatest(1, 300 // $window_s)) over () as hi_before_5m,
+        lag(n_cum, greatest(1, 1800 // $window_s)) over () as n_before_30m,
+        lag(lo_cum, greatest(1, 1800 // $window_s)) over () as lo_before_30m,
+        lag(hi_cum, greatest(1, 1800 // $window_s)) over () as hi_before_30m,
+        lag(n_cum, greatest(1, 3600 // $window_s)) over () as n_before_1h,
+        lag(lo_cum, greatest(1, 3600 // $window_s)) over () as lo_before_1h,
+        lag(hi_cum, greatest(1, 3600 // $window_s)) over () as hi_before_1h,
+        lag(n_cum, greatest(1, 21600 // $window_s)) over () as n_before_6h,
+        lag(lo_cum, greatest(1, 21600 // $window_s)) over () as lo_before_6h,
+        lag(hi_cum, greatest(1, 21600 // $window_s)) over () as hi_before_6h,
+        lag(n_cum, greatest(1, 259200 // $window_s)) over () as n_before_3d,
+        lag(lo_cum, greatest(1, 259200 // $window_s)) over () as lo_before_3d,
+        lag(hi_cum, greatest(1, 259200 // $window_s)) over () as hi_before_3d,
+        -- the totals just before the path's first window, where a range reaching further back
+        -- than the path's span starts (the latest path start so far: the totals only grow)
+        max(case when slot = first_slot then n_cum - n end) over w as n_0,
+        max(case when slot = first_slot then lo_cum - lo end) over w as lo_0,
+        max(case when slot = first_slot then hi_cum - hi end) over w as hi_0
+    from running
+    window w as (rows between unbounded preceding and current row)
 ),
 
 -- trailing sums over the windows wholly inside (end - L, end], end the end of the current window
 -- (at least the current window): the SRE workbook's rule ranges on the cube's grid
 trailing_sums as (
     select
-        *,
-        n_cum - coalesce(lag(n_cum, greatest(1, 300 // $window_s)) over w, 0) as n_5m,
-        lo_cum - coalesce(lag(lo_cum, greatest(1, 300 // $window_s)) over w, 0) as lo_5m,
-        hi_cum - coalesce(lag(hi_cum, greatest(1, 300 // $window_s)) over w, 0) as hi_5m,
-        n_cum - coalesce(lag(n_cum, greatest(1, 1800 // $window_s)) over w, 0) as n_30m,
-        lo_cum - coalesce(lag(lo_cum, greatest(1, 1800 // $window_s)) over w, 0) as lo_30m,
-        hi_cum - coalesce(lag(hi_cum, greatest(1, 1800 // $window_s)) over w, 0) as hi_30m,
-        n_cum - coalesce(lag(n_cum, greatest(1, 3600 // $window_s)) over w, 0) as n_1h,
-        lo_cum - coalesce(lag(lo_cum, greatest(1, 3600 // $window_s)) over w, 0) as lo_1h,
-        hi_cum - coalesce(lag(hi_cum, greatest(1, 3600 // $window_s)) over w, 0) as hi_1h,
-        n_cum - coalesce(lag(n_cum, greatest(1, 21600 // $window_s)) over w, 0) as n_6h,
-        lo_cum - coalesce(lag(lo_cum, greatest(1, 21600 // $window_s)) over w, 0) as lo_6h,
-        hi_cum - coalesce(lag(hi_cum, greatest(1, 21600 // $window_s)) over w, 0) as hi_6h,
-        n_cum - coalesce(lag(n_cum, greatest(1, 259200 // $window_s)) over w, 0) as n_3d,
-        lo_cum - coalesce(lag(lo_cum, greatest(1, 259200 // $window_s)) over w, 0) as lo_3d,
-        hi_cum - coalesce(lag(hi_cum, greatest(1, 259200 // $window_s)) over w, 0) as hi_3d
-    from running
-    window w as (partition by path order by slot)
+        l.window_start,
+        l.path,
+        l.requests,
+        l.target,
+        l.bad_low,
+        l.bad_high,
+        n_cum - greatest(coalesce(n_before_5m, 0), n_0) as n_5m,
+        lo_cum - greatest(coalesce(lo_before_5m, 0), lo_0) as lo_5m,
+        hi_cum - greatest(coalesce(hi_before_5m, 0), hi_0) as hi_5m,
+        n_cum - greatest(coalesce(n_before_30m, 0), n_0) as n_30m,
+        lo_cum - greatest(coalesce(lo_before_30m, 0), lo_0) as lo_30m,
+        hi_cum - greatest(coalesce(hi_before_30m, 0), hi_0) as hi_30m,
+        n_cum - greatest(coalesce(n_before_1h, 0), n_0) as n_1h,
+        lo_cum - greatest(coalesce(lo_before_1h, 0), lo_0) as lo_1h,
+        hi_cum - greatest(coalesce(hi_before_1h, 0), hi_0) as hi_1h,
+        n_cum - greatest(coalesce(n_before_6h, 0), n_0) as n_6h,
+        lo_cum - greatest(coalesce(lo_before_6h, 0), lo_0) as lo_6h,
+        hi_cum - greatest(coalesce(hi_before_6h, 0), hi_0) as hi_6h,
+        n_cum - greatest(coalesce(n_before_3d, 0), n_0) as n_3d,
+        lo_cum - greatest(coalesce(lo_before_3d, 0), lo_0) as lo_3d,
+        hi_cum - greatest(coalesce(hi_before_3d, 0), hi_0) as hi_3d
+    from lagged as l
+    where l.window_start is not null
 ),
 
 rated as (
@@ -118,7 +157,7 @@ final as (
             else 'ok'
         end as ticket_3d
     from rated
-    where window_start is not null
 )
 
-select * from final order by path, window_start
+-- no ORDER BY: the rows are in the grid's order (path, time); selects and empty-OVER windows keep it
+select * from final

@@ -13,8 +13,8 @@
 --   (cube__window_histograms); over a range the windows' counts add up (interpolation is linear in
 --   the counts), so a layout changed part-way is right too, and `exact` means exact in every window
 --   with observations. One query gives both the per-window and the range rows (one read of the lists).
--- grain: one row per (window_start, path) when $per_window, and one per path with a NULL
---   window_start when $over_range
+-- grain: one row per path with a NULL window_start when $over_range, by path; then one row per
+--   (path, window_start) when $per_window, by path and time
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @param start_ts TIMESTAMP  first window start included
 -- @param end_ts TIMESTAMP  windows starting at or after this are excluded
@@ -22,6 +22,7 @@
 -- @param per_window BOOLEAN  return one row per window and path
 -- @param over_range BOOLEAN  return one row per path over the whole range
 -- @param include_failed BOOLEAN  count failed (abort/error) requests as breaches of the joint promise
+-- @param paths VARCHAR[]  only these paths (NULL: every path)
 -- @returns window_start TIMESTAMP, path VARCHAR, requests DOUBLE, failed_requests DOUBLE,
 --   finished_requests DOUBLE, target DOUBLE,
 --   ttft_threshold_s DOUBLE, ttft_share DOUBLE, ttft_low DOUBLE, ttft_high DOUBLE, ttft_exact BOOLEAN,
@@ -42,7 +43,8 @@ promise_list as (
 
 request_paths as (
     -- paths with request-level histograms (engine-level gauge paths have none)
-    select distinct path from cube_bucket_layouts where cube_id = $cube_id
+    select distinct path from cube_bucket_layouts
+    where cube_id = $cube_id and ($paths is null or list_contains($paths, path))
 ),
 
 path_promise as (
@@ -366,4 +368,4 @@ final as (
     where requests > 0
 )
 
-select * exclude (path_code) from final order by window_start nulls first, path_code
+select * exclude (path_code) from final order by window_start is not null, path_code, window_start

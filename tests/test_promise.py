@@ -204,6 +204,25 @@ def test_trailing_ranges_stay_inside_their_path(ws: Workspace) -> None:
     assert b["burn_high"].tolist() == [0.0, 0.0]
 
 
+def test_evaluate_of_two_paths_at_once_is_the_three_tables(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several paths promise.evaluate runs two halves of them at once: the tables are those of
+    the separate calls over every path, in the same order."""
+    monkeypatch.setattr("app.promise.os.cpu_count", lambda: 2)
+    for k, name in enumerate(["a", "b", "c"]):
+        _windows(ws, [(100 * (k + 1), 5 * k), (50, 25), (0, 0), (400, 7 * k)],
+                 {**V1, "model_name": name, "instance": f"10.0.0.{k + 1}:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    start, end = time_range(ws, cube_id, None, None)
+    promises = [Promise(ttft_s=0.5), Promise(path="c", ttft_s=0.5, target=0.95)]
+    tables = evaluate(ws, cube_id, 300, promises, start, end)
+    pd.testing.assert_frame_equal(tables.paths, shares(ws, cube_id, promises, start, end))
+    pd.testing.assert_frame_equal(tables.windows, shares(ws, cube_id, promises, start, end, by_window=True))
+    pd.testing.assert_frame_equal(tables.alerts, burn_alerts(ws, cube_id, 300, promises, start, end))
+    assert tables.paths["path"].tolist() == ["a", "b", "c"]
+    assert tables.windows["path"].tolist() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3  # by path, then time
+    assert tables.paths.set_index("path").loc["c", "target"] == 0.95
+
+
 def test_evaluate_is_the_three_tables(ws: Workspace) -> None:
     """promise.evaluate (what the Promise page runs) gives what the separate calls give."""
     _windows(ws, [(1000, 10), (100, 50), (0, 0), (400, 7)])

@@ -52,7 +52,7 @@ def bound_ws() -> Iterator[Workspace]:
     # the per-window promise table the burn-rate query reads
     sql.materialize(w.con, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=datetime(2000, 1, 1),
                     end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], per_window=True, over_range=False,
-                    include_failed=True)
+                    include_failed=True, paths=None)
     yield w
     w.close()
 
