@@ -13,8 +13,8 @@
 --   (cube__window_histograms); over a range the windows' counts add up (interpolation is linear in
 --   the counts), so a layout changed part-way is right too, and `exact` means exact in every window
 --   with observations. One query gives both the per-window and the range rows (one read of the lists).
--- grain: one row per path with a NULL window_start when $over_range, by path; then one row per
---   (path, window_start) when $per_window, by path and time
+-- grain: one row per path with a NULL window_start when $over_range, and one per (path,
+--   window_start) when $per_window; by path, each path's range row first, then its windows in time
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @param start_ts TIMESTAMP  first window start included
 -- @param end_ts TIMESTAMP  windows starting at or after this are excluded
@@ -368,4 +368,4 @@ final as (
     where requests > 0
 )
 
-select * exclude (path_code) from final order by window_start is not null, path_code, window_start
+select * exclude (path_code) from final order by path_code, window_start nulls first
