@@ -117,3 +117,15 @@ def test_every_query_is_used_by_the_code() -> None:
     code = "\n".join(p.read_text() for p in app_dir.rglob("*.py") if p.name != "sql.py")
     unused = [q.name for q in QUERIES if f'"{q.name}"' not in code]
     assert not unused
+
+
+def test_arrow_runs_the_same_without_the_clients_submit(bound_ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sql.arrow`` runs a statement once through the client's submit; through ``con.sql`` (a
+    client without it) the table is the same."""
+    params = {"cube_id": 1, "start_ts": datetime(2000, 1, 1), "end_ts": datetime(2100, 1, 1),
+              "promises": DUMMY["STRUCT[]"], "per_window": True, "over_range": True, "include_failed": True,
+              "paths": None}
+    direct = sql.arrow(bound_ws.con, "promise__shares", **params)
+    assert direct.num_rows > 0
+    monkeypatch.setattr(sql, "_submit", None)
+    assert sql.arrow(bound_ws.con, "promise__shares", **params).equals(direct)
