@@ -127,8 +127,13 @@ def burn_alerts(ws: Workspace, cube_id: int, window_s: int, promises: list[Promi
     cur = ws.cursor()
     if windows is None:
         windows = _shares_table(cur, cube_id, promises, start, end, True, False, include_failed)
+    return sql.to_pandas(_alerts_table(cur, windows, window_s, slo_period_days))
+
+
+def _alerts_table(cur: Any, windows: Any, window_s: int, slo_period_days: float) -> Any:
+    """``promise__burn_alerts`` over ``windows`` (the per-window shares) as an Arrow table."""
     cur.register("promise_windows", windows)
-    return sql.to_pandas(sql.arrow(cur, "promise__burn_alerts", **_alert_params(window_s, slo_period_days)))
+    return sql.arrow(cur, "promise__burn_alerts", **_alert_params(window_s, slo_period_days))
 
 
 @dataclass(frozen=True)
@@ -172,8 +177,7 @@ def _evaluate_paths(ws: Workspace, cube_id: int, window_s: int, promises: list[P
     both = _shares_table(cur, cube_id, promises, start, end, True, True, include_failed, paths)
     over_range = pc.is_null(both["window_start"])
     windows = both.filter(pc.invert(over_range))
-    cur.register("promise_windows", windows)
-    alerts = sql.arrow(cur, "promise__burn_alerts", **_alert_params(window_s, slo_period_days))
+    alerts = _alerts_table(cur, windows, window_s, slo_period_days)
     return PromiseTables(sql.to_pandas(both.filter(over_range)), sql.to_pandas(windows), sql.to_pandas(alerts))
 
 

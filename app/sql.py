@@ -23,6 +23,15 @@ from typing import Any
 
 import duckdb
 
+# DuckDB 2.0's ``con.sql(...)`` binds a statement once for the relation's schema and again to run
+# it; its client runs a statement once through ``duckdb._seam.submit`` (10-17 ms less on the
+# promise queries, whose plans are large). Where a client has no such function, ``con.sql`` serves.
+try:
+    from duckdb._seam import DEFAULT_BATCH_SIZE as _BATCH
+    from duckdb._seam import submit as _submit
+except ImportError:  # another duckdb client
+    _submit, _BATCH = None, 0
+
 _PARAM_RE = re.compile(r"^--\s*@param\s+(\w+)\s+(\S+)\s*(.*)$")
 _USED_PARAM_RE = re.compile(r"\$([A-Za-z_]\w*)")
 _HEADER_RE = re.compile(r"^--\s*(name|purpose|grain):\s*(.*)$")
@@ -198,16 +207,6 @@ def arrow(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Any:
     if _submit is not None:
         return _submit(con, text, values, "arrow", _BATCH).arrow_table()
     return con.sql(text, params=values).to_arrow_table()
-
-
-# DuckDB 2.0's ``con.sql(...)`` binds a statement once for the relation's schema and again to run
-# it; its client runs a statement once through ``duckdb._seam.submit`` (10-17 ms less on the
-# promise queries, whose plans are large). Where a client has no such function, ``con.sql`` serves.
-try:
-    from duckdb._seam import DEFAULT_BATCH_SIZE as _BATCH
-    from duckdb._seam import submit as _submit
-except ImportError:  # another duckdb client
-    _submit, _BATCH = None, 0
 
 
 def to_pandas(table: Any) -> Any:

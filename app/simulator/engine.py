@@ -531,7 +531,7 @@ class Replica:
         S1 = self.S + 1
         g = self._grid_index(T1)
         bounds = c.itl_bounds
-        dec, lag = self.dec, self.lag
+        lag = self.lag
         path = reqs.path
         itl_g, itl_sum_g, gen_g = c.itl[g], c.itl_sum[g], c.gen_tokens[g]
         synced = list(self.ndec_path)
@@ -557,12 +557,7 @@ class Replica:
                     itl_g[p, bisect_left(bounds, v)] += 1
                     itl_sum_g[p] += v
                     gen_g[p] += 1
-            # skipped decoders keep their token count: shift q so that S + q stays constant
-            for i in [i for i in dec if i not in ran]:
-                q = dec[i]
-                self._drop_decoder(i, q)
-                self._add_decoder(i, q - 1)
-                lag.setdefault(i, T0)
+            self._keep_skipped(ran, T0)
         b_dur = bisect_left(bounds, dur)
         for p, cnt in enumerate(synced):
             if cnt:
@@ -600,26 +595,30 @@ class Replica:
         self._pop_finishes()
         self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
 
+    def _keep_skipped(self, ran: set[int], t_last: float) -> None:
+        """Decoders the step skipped keep their token count (q shifts so that S + q stays constant)
+        and remember their last token time."""
+        dec, lag = self.dec, self.lag
+        for i in [i for i in dec if i not in ran]:
+            q = dec[i]
+            self._drop_decoder(i, q)
+            self._add_decoder(i, q - 1)
+            lag.setdefault(i, t_last)
+
     def _complete_step_times_only(self) -> None:
         """:meth:`_complete_step` without the step-level histograms (``metrics=False``): the same
         request times, tokens and finishes; about a tenth of a replay's time goes to those counters."""
         reqs = self.reqs
         T1 = self.plan_end
         S1 = self.S + 1
-        dec, lag = self.dec, self.lag
+        lag = self.lag
         if self.st_dec is None:  # every decoder ran
             lag.clear()
         else:
             ran = set(self.st_dec)
             for i in self.st_dec:
                 lag.pop(i, None)
-            # skipped decoders keep their token count: shift q so that S + q stays constant
-            T0 = self.T
-            for i in [i for i in dec if i not in ran]:
-                q = dec[i]
-                self._drop_decoder(i, q)
-                self._add_decoder(i, q - 1)
-                lag.setdefault(i, T0)
+            self._keep_skipped(ran, self.T)
         prompt, target, to_prefill, gen, pf = reqs.prompt, reqs.target, reqs.to_prefill, reqs.gen, self.pf
         first_t = reqs.first_t
         for i, ntok, comp in self.st_pf:
