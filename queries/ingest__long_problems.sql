@@ -6,22 +6,22 @@
 -- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
 with
 bad_rows as (
-    -- the value's text is looked up in `long_input` for the bad rows only
+    -- the time's and the value's texts are looked up in `long_input` for the bad rows only
     select
         r.src_line,
         case
-            when r.ts is null and r.ts_text is null then 'the time is missing'
-            when r.ts is null then 'time ''' || coalesce(r.ts_text, '') || ''' is neither an ISO-8601 date-time '
+            when r.ts is null and i.ts_text is null then 'the time is missing'
+            when r.ts is null then 'time ''' || coalesce(i.ts_text, '') || ''' is neither an ISO-8601 date-time '
                 || 'nor a Unix time'
             when r.value is null then 'value ''' || coalesce(i.value_raw::varchar, '') || ''' is not a number'
         end as problem
-    from (select * from long_rows where ts is null or value is null) as r
+    from (select * from stage_points where ts is null or value is null) as r
     inner join long_input as i using (src_line)
 ),
 
 bad_keys as (
     select r.src_line, k.problem
-    from long_rows as r
+    from stage_points as r
     inner join long_keys as k using (series_key)
     where k.problem is not null
 ),

@@ -149,3 +149,45 @@ def test_parquet_missing_timestamp_names_the_row(tmp_path: Path) -> None:
     }), path)
     with pytest.raises(IngestError, match="row 2: the time is missing"):
         staged_rows(path)
+
+
+def test_parquet_with_a_file_row_number_column_keeps_it_as_a_label(tmp_path: Path) -> None:
+    """The reader numbers Parquet rows itself unless the file has a column of that name."""
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({
+        "timestamp": pa.array([datetime(2025, 11, 29, 10), datetime(2025, 11, 29, 10)], pa.timestamp("us")),
+        "metric": ["a", "a"],
+        "File_Row_Number": ["7", "9"],
+        "value": [1.0, 2.0],
+    }), path)
+    rows, _ = staged_rows(path)
+    assert rows == [("a", {"File_Row_Number": "7"}, 1.0, T_US, 1), ("a", {"File_Row_Number": "9"}, 2.0, T_US, 2)]
+    pq.write_table(pa.table({"timestamp": ["2025-11-29T10:00:00Z", "later"], "metric": ["a", "a"],
+                             "file_row_number": ["7", "9"], "value": [1.0, 2.0]}), path)
+    with pytest.raises(IngestError, match="row 2: time 'later' is neither"):
+        staged_rows(path)
+
+
+def test_parquet_and_csv_files_in_turn_on_one_workspace(tmp_path: Path) -> None:
+    """A Parquet file is read through a view, a CSV through a table, under one name: loads in any
+    order, a failed one among them, leave each file's own samples and nothing of the failed one."""
+    from app.store import Workspace
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"ts": pa.array([T, T + 15], pa.int64()), "metric": ["p", "p"], "value": [1.0, 2.0]}),
+                   good)
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"ts": pa.array([T, T + 15], pa.int64()), "metric": ["b", "b"],
+                             "value": ["1", "x"]}), bad)
+    csv = tmp_path / "c.csv"
+    csv.write_text(f"ts,metric,value\n{T},c,3\n{T + 15},c,4\n{T + 30},c,5\n")
+    with Workspace(":memory:") as ws:
+        reports = ws.load_files([bad, good, csv, bad, tmp_path / "again.parquet"])
+        statuses = [r.status for r in reports]
+        assert statuses == ["failed", "loaded", "loaded", "failed", "failed"]
+        assert reports[0].errors == [f"{bad}: row 2: value 'x' is not a number"]
+        good.rename(tmp_path / "again.parquet")
+        assert ws.load_file(tmp_path / "again.parquet").status == "unchanged"  # the same content
+        got = ws.con.execute("select s.metric, count(*), sum(p.value) from samples p join series s using (series_id) "
+                             "group by s.metric order by 1").fetchall()
+    assert got == [("c", 3, 12.0), ("p", 2, 3.0)]
