@@ -1,12 +1,14 @@
 -- name: ingest__text_lines
--- purpose: the lines of a text file, numbered from 1 in file order, read in parallel by the CSV
---   reader with one VARCHAR column (delimiter chr(1), no quoting). Blank lines are kept (as NULL)
---   so numbers match an editor's; with new_line '\r\n' both LF and CRLF endings count once
---   (the reader checks beforehand that the file holds no lone CR and no chr(1)).
---   row_number() over () keeps the scan order.
+-- purpose: the lines of a text file in file order, read in parallel by the CSV reader with one
+--   VARCHAR column (delimiter chr(1), no quoting). Blank lines are kept (as NULL) so numbers
+--   match an editor's; with new_line '\r\n' both LF and CRLF endings count once (the reader checks
+--   beforehand that the file holds no lone CR and no chr(1)). Materialized, a line's number is its
+--   rowid's rank (a scan of one table keeps its order, DuckDB's order preservation; app/ingest/text.py
+--   makes the view `text_lines` of (line_no, line)): numbering here with row_number() over () would
+--   make the copy run on one thread (twice as long).
 -- grain: one row per line of the file
 -- @param path VARCHAR  the (uncompressed) file to read
--- @returns line_no BIGINT, line VARCHAR
+-- @returns line VARCHAR
 with
 raw_lines as (
     select line
@@ -25,7 +27,7 @@ raw_lines as (
 ),
 
 final as (
-    select row_number() over () as line_no, line
+    select line
     from raw_lines
 )
 

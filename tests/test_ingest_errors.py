@@ -55,14 +55,25 @@ def test_line_numbers_exact_with_crlf_blank_lines_and_comments(tmp_path: Path) -
     assert load_error(path).startswith("crlf.prom: line 9: value 'nan?' is not a number")
 
 
-def test_line_numbers_exact_deep_in_a_large_file(tmp_path: Path) -> None:
-    """Lines are read in parallel chunks; the numbering must still be the file's."""
+@pytest.mark.parametrize("in_a_transaction", [True, False])
+def test_line_numbers_exact_deep_in_a_large_file(tmp_path: Path, in_a_transaction: bool) -> None:
+    """Lines are read in parallel chunks and numbered by their rows' positions (whose ids start
+    elsewhere inside a transaction); the numbering must still be the file's."""
+    import duckdb
+
+    from app.ingest import IngestError, open_source, stage
+
     lines = [f'x{{i="{i}"}} {i} 1764410400000' if i % 7 else "" for i in range(300_000)]
     lines[234_567] = 'x{i="bad"} twelve'
     lines[250_001] = 'y{"unterminated} 1'
     path = tmp_path / "big.prom"
     path.write_text("\n".join(lines) + "\n")
-    error = load_error(path)
+    if in_a_transaction:  # as a load runs it
+        error = load_error(path)
+    else:
+        with open_source(path, display=path.name) as src, pytest.raises(IngestError) as caught:
+            stage(duckdb.connect(), src)
+        error = str(caught.value)
     assert error.startswith("big.prom: line 234568: value 'twelve' is not a number")
     assert "(also bad: line 250002)" in error
 

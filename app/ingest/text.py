@@ -36,7 +36,7 @@ from app.ingest.snapshot_time import file_mtime, iso, parse_time_text, time_from
 
 MAX_REPORTED_LINES = 6
 _HELPERS = (
-    "text_lines", "text_meta", "text_key_input", "text_keys", "text_slow", "text_keys_slow", "text_snapshots",
+    "text_line_text", "text_meta", "text_key_input", "text_keys", "text_slow", "text_keys_slow", "text_snapshots",
     "text_untimed",
 )
 _CSV_LINE_RE = re.compile(r"CSV Error on Line: (\d+)")
@@ -67,9 +67,12 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
     """Stage a text exposition, or a ``promtool tsdb dump`` when ``dump`` (timestamps in ms)."""
     _preflight(src)
     try:
-        sql.materialize(con, "ingest__text_lines", "text_lines", path=str(src.path))
+        sql.materialize(con, "ingest__text_lines", "text_line_text", path=str(src.path))
     except duckdb.Error as exc:
         raise _read_error(src, exc) from None
+    # a line's number is its position in the table; rowids count from a fixed offset inside a transaction
+    con.execute("create or replace temp view text_lines as select rowid - (select min(rowid) from text_line_text) "
+                "+ 1 as line_no, line from text_line_text")
     sql.materialize(con, "ingest__text_meta", "text_meta")
     if dump:
         fmt, unit_s = "promtool-dump", 1e-3
@@ -123,7 +126,7 @@ def _split_becomes_stage_points(con: duckdb.DuckDBPyConnection, unit_s: float) -
     con.execute("alter table stage_points drop column ok")
     con.execute("alter table stage_points drop column ts_raw")
     con.execute("alter table stage_points rename column line_no to src_line")
-    empty_tables(con, ("text_lines",))
+    empty_tables(con, ("text_line_text",))
     sql.materialize(con, "ingest__text_split", "text_split", ts_unit_us=unit_s * 1e6)
 
 
