@@ -69,9 +69,10 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[list[float], Any]:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MB: ``VmHWM`` of ``/proc/self/status`` (the
-    high-water mark of this program's memory; ``getrusage``'s ``ru_maxrss`` would also count the
-    parent's memory at the fork that started this process), else ``ru_maxrss``."""
+    """Peak resident set size of this process so far, in MiB (the JSON keeps the name ``peak_rss_mb``):
+    ``VmHWM`` of ``/proc/self/status`` (the high-water mark of this program's memory; ``getrusage``'s
+    ``ru_maxrss`` would also count the parent's memory at the fork that started this process), else
+    ``ru_maxrss``."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:

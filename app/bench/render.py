@@ -93,7 +93,7 @@ def to_table(doc: dict[str, Any]) -> str:
         goal = GOALS.get((r["name"], r["reference"]), GOALS.get((r["name"], None), ""))
         rows.append([r["name"], _samples(r["samples"]), _seconds(r, "seconds"), r["reference"] or "–",
                      _seconds(r, "reference_seconds"), "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",
-                     "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MB", goal, "; ".join(note)])
+                     "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MiB", goal, "; ".join(note)])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     lines = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(head, widths, strict=True)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]

@@ -186,13 +186,13 @@ def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> lis
         for p in (db, Path(str(db) + ".wal")):
             p.unlink(missing_ok=True)
         load = child({"task": "load", "db": str(db), "files": fleet.paths}, workdir)
-        log(f"  load {load['seconds']:.1f} s (peak RSS {load['peak_rss_mb']:.0f} MB)")
+        log(f"  load {load['seconds']:.1f} s (peak RSS {load['peak_rss_mb']:.0f} MiB)")
         compare_here = n == size.pandas_at
         dump = workdir / f"cube-{n}.parquet"
         cube = child({"task": "cube", "db": str(db), "window_s": WINDOW_S,
                       "dump": str(dump) if compare_here else None}, workdir)
         grouped = child({"task": "grouped", "db": str(db), "window_s": WINDOW_S}, workdir)
-        log(f"  cube {cube['seconds']:.2f} s ({cube['cube_rows']:,} rows, peak RSS {cube['peak_rss_mb']:.0f} MB); "
+        log(f"  cube {cube['seconds']:.2f} s ({cube['cube_rows']:,} rows, peak RSS {cube['peak_rss_mb']:.0f} MiB); "
             f"bare scan {_best(bare):.3f} s; group-by per series and window {grouped['seconds']:.2f} s")
         cube_times[fleet.samples] = cube["seconds"]
         load_times[fleet.samples] = load["seconds"]
@@ -247,7 +247,7 @@ def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, w
     why = compare(pd.read_parquet(dump), pd.read_parquet(ref_dump))
     if why:
         raise AssertionError(f"cube: Headroom and the pandas reference differ: {why}")
-    log(f"  pandas {ref['seconds']:.1f} s (peak RSS {ref['peak_rss_mb']:.0f} MB); cubes identical")
+    log(f"  pandas {ref['seconds']:.1f} s (peak RSS {ref['peak_rss_mb']:.0f} MiB); cubes identical")
     total = load["seconds"] + cube["seconds"]
     return Result(
         name="parquet_to_cube", samples=fleet.samples, seconds=total, reference="pandas",
