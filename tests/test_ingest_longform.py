@@ -191,3 +191,22 @@ def test_parquet_and_csv_files_in_turn_on_one_workspace(tmp_path: Path) -> None:
         got = ws.con.execute("select s.metric, count(*), sum(p.value) from samples p join series s using (series_id) "
                              "group by s.metric order by 1").fetchall()
     assert got == [("c", 3, 12.0), ("p", 2, 3.0)]
+
+
+def test_parquet_row_numbers_deep_in_many_row_groups(tmp_path: Path) -> None:
+    """Rows are numbered by Parquet's own row numbers, across row groups read in parallel."""
+    n = 50_000
+    text = [str(float(i)) for i in range(n)]
+    text[43_210] = "n/a"
+    text[47_000] = "?"
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({"ts": pa.array([T + 15 * i for i in range(n)], pa.int64()), "metric": ["a"] * n,
+                             "value": text}), path, row_group_size=1_000)
+    with pytest.raises(IngestError, match=r"row 43211: value 'n/a' is not a number \(also bad: row 47001\)"):
+        staged_rows(path)
+    text[43_210], text[47_000] = "1", "2"
+    pq.write_table(pa.table({"ts": pa.array([T + 15 * i for i in range(n)], pa.int64()), "metric": ["a"] * n,
+                             "value": text}), path, row_group_size=1_000)
+    rows, _ = staged_rows(path)
+    assert [r[4] for r in rows] == list(range(1, n + 1))
+    assert all(us == T_US + 15 * 10**6 * (line - 1) for _, _, _, us, line in rows)
