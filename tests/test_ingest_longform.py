@@ -210,3 +210,26 @@ def test_parquet_row_numbers_deep_in_many_row_groups(tmp_path: Path) -> None:
     rows, _ = staged_rows(path)
     assert [r[4] for r in rows] == list(range(1, n + 1))
     assert all(us == T_US + 15 * 10**6 * (line - 1) for _, _, _, us, line in rows)
+
+
+@pytest.mark.parametrize("excel_line", [False, True])
+def test_csv_line_numbers_deep_in_a_large_file(tmp_path: Path, excel_line: bool) -> None:
+    """A CSV is parsed once in parallel and its rows numbered by position: lines stay the file's, in a
+    load's transaction (rowids from an offset) and in a bare stage, with or without Grafana's `sep=`."""
+    from app.store import Workspace
+
+    n = 300_000
+    head = ("sep=,\n" if excel_line else "") + "ts,metric,value\n"
+    rows = [f"{T + 15 * i},a,{i}" for i in range(n)]
+    rows[250_000] = f"{T},a,oops"
+    path = tmp_path / "big.csv"
+    path.write_text(head + "\n".join(rows) + "\n")
+    first = 3 if excel_line else 2  # the line of rows[0]
+    with Workspace(":memory:") as ws:
+        report = ws.load_file(path, display="big.csv")
+    assert report.errors == [f"big.csv: line {first + 250_000}: value 'oops' is not a number"]
+    rows[250_000] = f"{T + 15 * 250_000},a,250000"
+    path.write_text(head + "\n".join(rows) + "\n")
+    got, _ = staged_rows(path)
+    assert [r[4] for r in got] == list(range(first, first + n))
+    assert all(value == line - first for _, _, value, _, line in got)
