@@ -564,28 +564,13 @@ class Replica:
                 itl_g[p, b_dur] += cnt
                 itl_sum_g[p] += cnt * dur
                 gen_g[p] += cnt
-        # prefills: a request whose prefill completes produces a token
-        prompt, target, to_prefill, gen, pf = reqs.prompt, reqs.target, reqs.to_prefill, reqs.gen, self.pf
-        for i, ntok, comp in self.st_pf:
-            done = comp + ntok
-            if done < to_prefill[i]:
-                pf[i] = done
-                continue
-            del pf[i]
+        for i, g_old in self._complete_prefills(T1, S1):
             p = path[i]
-            g_old = gen[i]
-            if g_old == 0:
-                reqs.first_t[i] = T1
-            else:
+            if g_old:  # the token after a preemption's re-prefill: an inter-token gap
                 v = T1 - reqs.last_tok[i]
                 itl_g[p, bisect_left(bounds, v)] += 1
                 itl_sum_g[p] += v
             gen_g[p] += 1
-            gen[i] = g_old + 1
-            if g_old + 1 >= target[i]:
-                self._finish(i, T1, -(-(prompt[i] + g_old) // self.bs))
-            else:
-                self._add_decoder(i, prompt[i] + g_old + 1 - S1)
         if self.st_tokens:
             c.iter[g, bisect_left(c.iter_bounds, self.st_tokens)] += 1
             c.iter_sum[g] += self.st_tokens
@@ -608,7 +593,6 @@ class Replica:
     def _complete_step_times_only(self) -> None:
         """:meth:`_complete_step` without the step-level histograms (``metrics=False``): the same
         request times, tokens and finishes; about a tenth of a replay's time goes to those counters."""
-        reqs = self.reqs
         T1 = self.plan_end
         S1 = self.S + 1
         lag = self.lag
@@ -619,8 +603,17 @@ class Replica:
             for i in self.st_dec:
                 lag.pop(i, None)
             self._keep_skipped(ran, self.T)
+        self._complete_prefills(T1, S1)
+        self.S, self.T = S1, T1
+        self._pop_finishes()
+        self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+
+    def _complete_prefills(self, T1: float, S1: int) -> list[tuple[int, int]]:
+        """The step's prefill chunks: a request whose prefill completes produces a token (its first, or
+        its next after a preemption) and finishes or decodes on. Returns (request, tokens before) of those."""
+        reqs = self.reqs
         prompt, target, to_prefill, gen, pf = reqs.prompt, reqs.target, reqs.to_prefill, reqs.gen, self.pf
-        first_t = reqs.first_t
+        produced = []
         for i, ntok, comp in self.st_pf:
             done = comp + ntok
             if done < to_prefill[i]:
@@ -629,15 +622,14 @@ class Replica:
             del pf[i]
             g_old = gen[i]
             if g_old == 0:
-                first_t[i] = T1
+                reqs.first_t[i] = T1
             gen[i] = g_old + 1
             if g_old + 1 >= target[i]:
                 self._finish(i, T1, -(-(prompt[i] + g_old) // self.bs))
             else:
                 self._add_decoder(i, prompt[i] + g_old + 1 - S1)
-        self.S, self.T = S1, T1
-        self._pop_finishes()
-        self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+            produced.append((i, g_old))
+        return produced
 
     def _pop_finishes(self) -> None:
         """Finish the decoding requests whose last token came out of the step just executed."""
