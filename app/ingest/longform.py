@@ -34,7 +34,7 @@ import duckdb
 from app import sql
 from app.ingest.base import Source, Staged, fail
 from app.ingest.detect import METRIC_COLUMNS, TS_COLUMNS, VALUE_COLUMNS
-from app.ingest.text import also_bad, empty_tables, shorten
+from app.ingest.text import also_bad, empty_tables, number_rows, shorten
 
 LABELS_COLUMN = "labels"
 MAX_REPORTED = 4
@@ -114,7 +114,7 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
            ) -> Staged:
     # plumbing: pick the columns by name through parameters (row struct `long_row[$p]`), so the
     # file's column names never become SQL text; the identifiers below are our own
-    params = dict(options, ts_col=roles.ts, value_col=roles.value, first_line=first_line - 1)
+    params = dict(options, ts_col=roles.ts, value_col=roles.value)
     metric_expr = "long_row[$metric_col]::varchar" if roles.metric else "null::varchar"
     if roles.metric:
         params["metric_col"] = roles.metric
@@ -147,19 +147,15 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
     # `long_input` is a view either way, numbering the rows without row_number() over () (which runs
     # on one thread): over a Parquet file by its own row numbers, the series keys and then the samples
     # each reading the file (cheaper than one copy of every row's label text: 10 M rows 0.9 s against
-    # 3.4 s); over a CSV's one parsed copy by row positions (rowids count from a fixed offset inside a
-    # transaction, hence the minimum)
+    # 3.4 s); over a CSV's one parsed copy by row positions
     _drop_input(con)
     try:
         if row_number:
-            view = con.sql(f"select long_row.{row_number} + $first_line + 1 as src_line, {columns} "
-                           f"from {reader} as long_row", params=params)
+            numbered = f"select long_row.{row_number} + $first_line as src_line, {columns} from {reader} as long_row"
+            con.register("long_input", con.sql(numbered, params=dict(params, first_line=first_line)))
         else:
-            con.execute(f"create temp table long_copy as select {columns} from {reader} as long_row",
-                        {k: v for k, v in params.items() if k != "first_line"})
-            view = con.sql("select rowid - (select min(rowid) from long_copy) + $first_line + 1 as src_line, * "
-                           "from long_copy", params={"first_line": params["first_line"]})
-        con.register("long_input", view)
+            con.execute(f"create temp table long_copy as select {columns} from {reader} as long_row", params)
+            number_rows(con, "long_copy", "long_input", "src_line", first_line)
         sql.materialize(con, "ingest__long_keys", "long_keys", label_names=list(roles.label_columns))
     except duckdb.Error as exc:
         raise fail(src, f"cannot read as {fmt.upper()}: " + str(exc).splitlines()[0]) from None

@@ -70,9 +70,7 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
         sql.materialize(con, "ingest__text_lines", "text_line_text", path=str(src.path))
     except duckdb.Error as exc:
         raise _read_error(src, exc) from None
-    # a line's number is its position in the table; rowids count from a fixed offset inside a transaction
-    con.execute("create or replace temp view text_lines as select rowid - (select min(rowid) from text_line_text) "
-                "+ 1 as line_no, line from text_line_text")
+    number_rows(con, "text_line_text", "text_lines", "line_no", 1)
     sql.materialize(con, "ingest__text_meta", "text_meta")
     if dump:
         fmt, unit_s = "promtool-dump", 1e-3
@@ -128,6 +126,16 @@ def _split_becomes_stage_points(con: duckdb.DuckDBPyConnection, unit_s: float) -
     con.execute("alter table stage_points rename column line_no to src_line")
     empty_tables(con, ("text_line_text",))
     sql.materialize(con, "ingest__text_split", "text_split", ts_unit_us=unit_s * 1e6)
+
+
+def number_rows(con: duckdb.DuckDBPyConnection, table: str, view: str, column: str, first: int) -> None:
+    """Register ``view``: the rows of ``table`` with ``column`` numbering them in table order from
+    ``first``. A file copied into a table by one scan keeps the file's order (DuckDB's order
+    preservation), so a row's position is its number; numbering during the copy with
+    row_number() over () would make the copy run on one thread. Rowids count from a fixed offset
+    inside a transaction, hence the minimum. ``table``/``view``/``column`` are our own identifiers."""
+    con.register(view, con.sql(f"select rowid - (select min(rowid) from {table}) + $first as {column}, * "
+                               f"from {table}", params={"first": first}))
 
 
 def empty_tables(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> None:
