@@ -106,25 +106,43 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
     labels = list(path_labels) if path_labels is not None else ws.path_labels()
     rules = ws.path_rules()
-    key = cube_key(ids, window_s, labels, rules)
     with ws.transaction() as con:
-        for ddl in _DDL:
-            con.execute(ddl)
-        row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
-        if row:
+        cube_id = _cached(con, cube_key(ids, window_s, labels, rules))
+        if cube_id is not None:
             # a workspace written before the per-window lists: gather them once
             if not con.execute("select count(*) from cube_window_histograms where cube_id = $id",
-                               {"id": row[0]}).fetchall()[0][0]:
-                index_for_promises(con, int(row[0]))
-            return int(row[0])
-        # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
-        cube_id = con.execute("select nextval('cube_ids')").fetchall()[0][0]
+                               {"id": cube_id}).fetchall()[0][0]:
+                index_for_promises(con, cube_id)
+            return cube_id
         build_into_temp(con, ids, window_s, labels)
-        store_rows(con, cube_id, "cube_new")
-        spec = {"datasets": sorted(ids), "window_s": window_s, "path_labels": labels, "rules": rules}
-        con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
-                    {"k": key, "id": cube_id, "s": json.dumps(spec)})
-        return int(cube_id)
+        return keep_built(con, ids, window_s, labels, rules)
+
+
+def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
+               path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
+    """Store the cube that ``build_into_temp`` just left in ``cube_new`` as the cached cube of its spec
+    (unless that spec is cached already); its id."""
+    ids = sorted(int(i) for i in dataset_ids)
+    key = cube_key(ids, window_s, path_labels, rules)
+    cached = _cached(con, key)
+    if cached is not None:
+        return cached
+    # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
+    cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
+    store_rows(con, cube_id, "cube_new")
+    spec = {"datasets": ids, "window_s": int(window_s), "path_labels": list(path_labels),
+            "rules": [list(r) for r in rules]}
+    con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
+                {"k": key, "id": cube_id, "s": json.dumps(spec)})
+    return cube_id
+
+
+def _cached(con: duckdb.DuckDBPyConnection, key: str) -> int | None:
+    """The id of the cube stored under ``key`` (creating the cube tables on first use)."""
+    for ddl in _DDL:
+        con.execute(ddl)
+    row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
+    return int(row[0]) if row else None
 
 
 def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:

@@ -15,11 +15,16 @@ SUMMARY_WINDOW_S = 300
 
 
 def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: LoadReport) -> None:
-    """Fill the engine/signal/path/health fields of ``report`` (runs inside the load's transaction)."""
-    from app.cube import build_into_temp
+    """Fill the engine/signal/path/health fields of ``report`` (runs inside the load's transaction).
+
+    The summary reads the dataset's 5-minute cube; it is kept as the cached cube of that spec, so the
+    first page or report on this dataset alone (the usual first look) does not build it again."""
+    from app.cube import build_into_temp, keep_built
 
     path_labels = _path_labels(con)
     build_into_temp(con, [dataset_id], SUMMARY_WINDOW_S, path_labels)
+    rules = [(p, q) for p, q in con.execute("select pattern, path from path_rules order by position").fetchall()]
+    keep_built(con, [dataset_id], SUMMARY_WINDOW_S, path_labels, rules)
     engines = sql.rows(con, "summary__engines")
     if engines:
         report.engine = engines[0][0]

@@ -103,6 +103,12 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     # the pairs agree: the same samples, the same cube (the bench raises otherwise; it also says so)
     assert by_name["text_ingest"]["detail"]["same_samples"] is True
     assert by_name["parquet_to_cube"]["detail"]["same_cube"] is True
+    # one file: its load kept the 5-minute cube (the worker checks it equals a build from scratch), and
+    # parquet_to_cube counts the lookup after the load
+    to_cube = by_name["parquet_to_cube"]["detail"]
+    assert to_cube["cube_kept_by_load"] is True
+    assert math.isclose(by_name["parquet_to_cube"]["seconds"], to_cube["load_s"] + to_cube["first_cube_s"],
+                        rel_tol=1e-2)
     assert [r["samples"] for r in doc["results"] if r["name"] == "cube_build"] == sorted(
         r["samples"] for r in doc["results"] if r["name"] == "cube_build")
     assert isinstance(doc["growth_exponent"], float)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -156,6 +157,33 @@ def test_path_label_and_rules(ws: Workspace) -> None:
     ws.set_paths(["job", "model_name"], [])
     frame = cube(ws, 60)
     assert set(frame.path) == {"a / m1", "a / m2"}
+
+
+def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
+    # the load's summary builds the dataset's 5-minute cube; it is the cached cube of that spec, the
+    # same rows a fresh build gives
+    les = ["0.5", "1.0", "+Inf"]
+    rows = histogram(TTFT, V1, les, [(0, [10, 12, 30], 9.0), (300, [8, 13, 14], 5.0), (600, [9, 15, 20], 7.0)])
+    rows += samples("vllm:prompt_tokens_total", V1, [(0, 100), (300, 150), (600, 5)])
+    dataset_id = load(ws, rows)
+    index = ws.cursor().execute("select cube_id, spec from cube_index").fetchall()
+    assert len(index) == 1
+    kept, spec = index[0]
+    assert json.loads(spec) == {"datasets": [dataset_id], "window_s": 300, "path_labels": ["model_name"],
+                                "rules": []}
+    assert ensure_cube(ws, [dataset_id], 300) == kept  # found, not built
+    assert ws.cursor().execute("select count(*) from cube_index").fetchone()[0] == 1
+    frame = cube_frame(ws, kept)
+    assert values(frame, "ttft", "count") == {-300: 0, 0: 14, 300: 6}
+    assert values(frame, "prompt_tokens_total", "resets") == {300: 1}
+    with ws.transaction() as con:
+        for table in ("cube_index", "cube_rows", "cube_bucket_layouts", "cube_window_histograms"):
+            con.execute(f"delete from {table}")
+    rebuilt = ensure_cube(ws, [dataset_id], 300)
+    assert rebuilt != kept
+    pd.testing.assert_frame_equal(cube_frame(ws, rebuilt), frame)
+    # another window, or another path mapping, is another cube
+    assert ensure_cube(ws, [dataset_id], 60) not in (kept, rebuilt)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("5m", 300), ("1m", 60), ("1d", 86400), ("90s", 90), (600, 600)])

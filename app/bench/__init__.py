@@ -8,7 +8,8 @@ must:
   exposition (the same samples, asserted);
 - ``parquet_load``, ``cube_build``: long-format Parquet into a workspace, and the cube built from it,
   against the floor ``select count(*), sum(value)`` over the same Parquet, at three sizes (the growth
-  exponent comes from these); ``parquet_to_cube``: load + cube against a straightforward pandas cube
+  exponent comes from these; the cube is timed from scratch); ``parquet_to_cube``: the load (which
+  keeps a file's 5-minute cube) + the first cube after it against a straightforward pandas cube
   (:mod:`app.bench.reference`; the cubes asserted identical);
 - ``promql_cube``: the cube build against the PromQL range queries giving the same rows, on the same
   samples backfilled into Prometheus (where ``prometheus`` and ``promtool`` are installed);

@@ -73,8 +73,13 @@ def to_table(doc: dict[str, Any]) -> str:
             note.append(f"{d['lines_per_s'] / 1e6:.2f} M lines/s vs {d['reference_lines_per_s'] / 1e6:.3f} M; "
                         "same samples")
         if r["name"] == "parquet_to_cube":
-            note.append(f"load {d['load_s']:.1f} s + cube {d['cube_s']:.2f} s; cube alone "
-                        f"{d['cube_only_ratio']:.0f}× pandas; same cube")
+            if d.get("cube_kept_by_load"):
+                note.append(f"load {d['load_s']:.1f} s (keeps the 5-minute cube) + finding it "
+                            f"{d['first_cube_s'] * 1000:.0f} ms")
+            else:
+                note.append(f"load {d['load_s']:.1f} s + cube {d.get('first_cube_s', d['cube_s']):.2f} s")
+            note.append(f"cube built from scratch {d['cube_s']:.2f} s, {d['cube_only_ratio']:.0f}× pandas; "
+                        "same cube")
         if r["name"] == "promise_change":
             note.append(f"{d['cube_rows'] / 1e6:.1f} M cube rows; as separate calls "
                         f"{d['separate_calls_median_ms']:.0f} ms (per path {d['shares_median_ms']:.0f}, "

@@ -209,7 +209,7 @@ def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> lis
                                          "restarts": fleet.restarts,
                                          "grouped_scan_s": round(grouped["seconds"], 3),
                                          "grouped_groups": grouped["groups"],
-                                         "what": "ensure_cube on the loaded workspace (fresh process); "
+                                         "what": "ensure_cube on the loaded workspace, from scratch (fresh process); "
                                                  "grouped_scan_s: one group-by of the stored samples per "
                                                  "(series, window) with count, min, max, first and last, "
                                                  "the least a cube must do"}))
@@ -248,15 +248,20 @@ def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, w
     if why:
         raise AssertionError(f"cube: Headroom and the pandas reference differ: {why}")
     log(f"  pandas {ref['seconds']:.1f} s (peak RSS {ref['peak_rss_mb']:.0f} MiB); cubes identical")
-    total = load["seconds"] + cube["seconds"]
+    # what a user waits from the Parquet file to the cube: the load (which keeps the file's 5-minute
+    # cube) and the first ensure_cube after it
+    total = load["seconds"] + cube["first_seconds"]
     return Result(
         name="parquet_to_cube", samples=fleet.samples, seconds=total, reference="pandas",
         reference_seconds=ref["seconds"], peak_rss_mb=max(load["peak_rss_mb"], cube["peak_rss_mb"]),
         runs=[total], reference_runs=[ref["seconds"]],
-        detail={"load_s": round(load["seconds"], 3), "cube_s": round(cube["seconds"], 3), "same_cube": True,
+        detail={"load_s": round(load["seconds"], 3), "first_cube_s": round(cube["first_seconds"], 4),
+                "cube_kept_by_load": cube["kept"], "cube_s": round(cube["seconds"], 3), "same_cube": True,
                 "cube_rows": cube["cube_rows"], "reference_peak_rss_mb": round(ref["peak_rss_mb"], 1),
                 "cube_only_ratio": round(ref["seconds"] / cube["seconds"], 2),
-                "what": "Parquet to cube: Headroom load + cube against pandas read_parquet + the same cube"})
+                "what": "Parquet to cube: Headroom's load + the first ensure_cube after it (a lookup when "
+                        "the load kept its 5-minute cube) against pandas read_parquet + the same cube; "
+                        "cube_only_ratio: pandas against the cube built from scratch"})
 
 
 def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: Log) -> list[Result]:
