@@ -107,6 +107,12 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
     labels = list(path_labels) if path_labels is not None else ws.path_labels()
     rules = ws.path_rules()
     with ws.transaction() as con:
+        # a dataset of per-request records holds no samples: the cube is that of the other datasets
+        # (so the cube the load kept is found when records are selected beside their metrics)
+        records = {r[0] for r in con.execute(
+            "select distinct dataset_id from request_records where list_contains($ids, dataset_id)",
+            {"ids": [int(i) for i in ids]}).fetchall()}
+        ids = [i for i in ids if int(i) not in records]
         cube_id = _cached(con, cube_key(ids, window_s, labels, rules))
         if cube_id is not None:
             # a workspace written before the per-window lists: gather them once

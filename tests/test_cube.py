@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -182,8 +183,25 @@ def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
     rebuilt = ensure_cube(ws, [dataset_id], 300)
     assert rebuilt != kept
     pd.testing.assert_frame_equal(cube_frame(ws, rebuilt), frame)
-    # another window, or another path mapping, is another cube
+    # another window is another cube
     assert ensure_cube(ws, [dataset_id], 60) not in (kept, rebuilt)
+
+
+def test_per_request_records_beside_the_metrics_do_not_change_the_cube(ws: Workspace, tmp_path: Path) -> None:
+    rows = samples("vllm:prompt_tokens_total", V1, [(0, 100), (300, 150)])
+    metrics = load(ws, rows)
+    kept = ensure_cube(ws, [metrics], 300)
+    bench = tmp_path / "bench.json"  # vllm bench serve --save-detailed: two requests of path "chat"
+    bench.write_text(json.dumps({
+        "date": pd.Timestamp(ts(0)).strftime("%Y%m%d-%H%M%S"), "endpoint_type": "vllm", "backend": "vllm",
+        "model_id": "chat", "num_prompts": 2, "completed": 2, "input_lens": [100, 100], "output_lens": [10, 20],
+        "ttfts": [0.1, 0.2], "latencies": [0.5, 1.0], "itls": [[], []], "start_times": [0.0, 0.01],
+        "errors": ["", ""]}))
+    records = ws.load_file(bench)
+    assert records.status == "loaded", records.errors
+    # the records add no samples: the same cube, found, not built again under another key
+    assert ensure_cube(ws, [metrics, records.dataset_id], 300) == kept
+    assert ensure_cube(ws, None, 300) == kept
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("5m", 300), ("1m", 60), ("1d", 86400), ("90s", 90), (600, 600)])
