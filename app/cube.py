@@ -103,52 +103,56 @@ def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[st
 def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
                 path_labels: Sequence[str] | None = None) -> int:
     """Return the id of the cached cube for this spec, building it if needed."""
+    from app.store import path_mapping
+
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
-    labels = list(path_labels) if path_labels is not None else ws.path_labels()
-    rules = ws.path_rules()
     with ws.transaction() as con:
+        stored_labels, rules = path_mapping(con)
+        labels = list(path_labels) if path_labels is not None else stored_labels
         # a dataset of per-request records holds no samples: the cube is that of the other datasets
         # (so the cube the load kept is found when records are selected beside their metrics)
         records = {r[0] for r in con.execute(
             "select distinct dataset_id from request_records where list_contains($ids, dataset_id)",
             {"ids": [int(i) for i in ids]}).fetchall()}
         ids = [i for i in ids if int(i) not in records]
-        cube_id = _cached(con, cube_key(ids, window_s, labels, rules))
-        if cube_id is not None:
+        _create_tables(con)
+        row = con.execute("select cube_id from cube_index where cube_key = $k",
+                          {"k": cube_key(ids, window_s, labels, rules)}).fetchone()
+        if row:
+            cube_id = int(row[0])
             # a workspace written before the per-window lists: gather them once
             if not con.execute("select count(*) from cube_window_histograms where cube_id = $id",
                                {"id": cube_id}).fetchall()[0][0]:
                 index_for_promises(con, cube_id)
             return cube_id
         build_into_temp(con, ids, window_s, labels)
-        return keep_built(con, ids, window_s, labels, rules)
+        return _store_built(con, ids, window_s, labels, rules)
 
 
 def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
                path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
-    """Store the cube that ``build_into_temp`` just left in ``cube_new`` as the cached cube of its spec
-    (unless that spec is cached already); its id."""
+    """Keep the cube a load's summary just built in ``cube_new`` as the cached cube of its spec (its
+    dataset is new: no cube of it is cached yet); its id."""
+    _create_tables(con)
+    return _store_built(con, dataset_ids, window_s, path_labels, rules)
+
+
+def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
+                 path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
     ids = sorted(int(i) for i in dataset_ids)
-    key = cube_key(ids, window_s, path_labels, rules)
-    cached = _cached(con, key)
-    if cached is not None:
-        return cached
     # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
     cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
     store_rows(con, cube_id, "cube_new")
     spec = {"datasets": ids, "window_s": int(window_s), "path_labels": list(path_labels),
             "rules": [list(r) for r in rules]}
     con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
-                {"k": key, "id": cube_id, "s": json.dumps(spec)})
+                {"k": cube_key(ids, window_s, path_labels, rules), "id": cube_id, "s": json.dumps(spec)})
     return cube_id
 
 
-def _cached(con: duckdb.DuckDBPyConnection, key: str) -> int | None:
-    """The id of the cube stored under ``key`` (creating the cube tables on first use)."""
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in _DDL:
         con.execute(ddl)
-    row = con.execute("select cube_id from cube_index where cube_key = $k", {"k": key}).fetchone()
-    return int(row[0]) if row else None
 
 
 def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:
@@ -162,8 +166,7 @@ def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:
 
 def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
     """Forget cached cubes that include a dataset (called when a dataset is deleted)."""
-    for ddl in _DDL:
-        con.execute(ddl)
+    _create_tables(con)
     for table in ("cube_rows", *_DERIVED):
         con.execute(
             f"delete from {table} where cube_id in (select cube_id from cube_index "

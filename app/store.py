@@ -337,10 +337,17 @@ class Workspace:
             )
 
     def path_labels(self) -> list[str]:
-        return list(self.get_setting("path_labels", ["model_name"]))
+        return self._path_mapping()[0]
 
     def path_rules(self) -> list[tuple[str, str]]:
-        return [tuple(r) for r in self._read("select pattern, path from path_rules order by position")]
+        return self._path_mapping()[1]
+
+    def _path_mapping(self) -> tuple[list[str], list[tuple[str, str]]]:
+        cur = self.con.cursor()  # its own cursor, as _read
+        try:
+            return path_mapping(cur)
+        finally:
+            cur.close()
 
     def set_paths(self, labels: Sequence[str], rules: Sequence[tuple[str, str]] = ()) -> None:
         """Store the path mapping: the labels that name a path and regex rules renaming their values."""
@@ -355,6 +362,14 @@ class Workspace:
             con.execute("delete from path_rules")
             for i, (pattern, path) in enumerate(rules):
                 con.execute("insert into path_rules values ($i, $p, $n)", {"i": i, "p": pattern, "n": path})
+
+
+def path_mapping(cur: duckdb.DuckDBPyConnection) -> tuple[list[str], list[tuple[str, str]]]:
+    """The stored path mapping read on ``cur`` (a load reads it inside its transaction): the labels
+    whose values name a path (default ``model_name``) and the rules renaming them, in order."""
+    row = cur.execute("select value from settings where key = 'path_labels'").fetchone()
+    rules = [(p, q) for p, q in cur.execute("select pattern, path from path_rules order by position").fetchall()]
+    return (list(json.loads(row[0])) if row else ["model_name"]), rules
 
 
 def _iso(ts: datetime | None) -> str | None:

@@ -20,10 +20,10 @@ def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: Lo
     The summary reads the dataset's 5-minute cube; it is kept as the cached cube of that spec, so the
     first page or report on this dataset alone (the usual first look) does not build it again."""
     from app.cube import build_into_temp, keep_built
+    from app.store import path_mapping
 
-    path_labels = _path_labels(con)
+    path_labels, rules = path_mapping(con)
     build_into_temp(con, [dataset_id], SUMMARY_WINDOW_S, path_labels)
-    rules = [(p, q) for p, q in con.execute("select pattern, path from path_rules order by position").fetchall()]
     keep_built(con, [dataset_id], SUMMARY_WINDOW_S, path_labels, rules)
     engines = sql.rows(con, "summary__engines")
     if engines:
@@ -48,10 +48,3 @@ def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: Lo
         report.notes.append(f"single snapshot: counters and histograms are increases since {since}")
     if report.engine is None:
         report.notes.append("no metric of a known engine was found; all metrics are kept and listed as unknown")
-
-
-def _path_labels(con: duckdb.DuckDBPyConnection) -> list[str]:
-    import json
-
-    row = con.execute("select value from settings where key = 'path_labels'").fetchone()
-    return list(json.loads(row[0])) if row else ["model_name"]
