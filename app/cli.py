@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.jsonable import dumps, jsonable
 from app.store import MEMORY, Workspace, default_db_path
 
 
@@ -30,14 +31,6 @@ def _add_db(p: argparse.ArgumentParser, default_memory: bool = False) -> None:
     p.add_argument("--db", default=MEMORY if default_memory else None, help=help_text)
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "isoformat"):
-        return obj.isoformat()
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def _write(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -49,7 +42,7 @@ def cmd_load(args: argparse.Namespace) -> int:
             ws.set_paths(args.path_label, ws.path_rules())
         reports = ws.load_files(args.files)
     if args.format == "json":
-        _write(json.dumps({"files": [r.as_json() for r in reports]}, indent=2, default=_json_default))
+        _write(dumps({"files": [r.as_json() for r in reports]}))
     else:
         _write(_load_text(reports))
     return 1 if any(r.status == "failed" for r in reports) else 0
@@ -193,7 +186,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          "in the data: nothing to check a promise against\n")
         return 1
     if args.format == "json":
-        _write(json.dumps(doc, indent=2, default=_json_default))
+        _write(dumps(doc))
     elif args.format == "csv":
         _write(report.to_csv(doc))
     else:
@@ -233,11 +226,17 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         prices = _prices(args)
         if args.save and args.db == MEMORY:
             raise ValueError("--save needs --db FILE: the workspace the set is kept in")
+        for flag in ("kv_cache_tokens", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} {value}: must be a positive number of "
+                                 f"{'sequences' if flag == 'max_num_seqs' else 'tokens'}")
     except ValueError as exc:
         sys.stderr.write(f"headroom scenarios: {exc}\n")
         return 2
     assumptions = Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                              router=args.router)
+                              kv_cache_tokens=args.kv_cache_tokens, max_model_len=args.max_model_len,
+                              block_size=args.block_size, router=args.router)
     with _workspace(args) as ws:
         ids, reports = _load_for_analysis(ws, args.files)
         if not ids:
@@ -249,7 +248,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             if progress:
                 progress("fitting the replica model and the demand, replaying at the observed fleet size")
             analysis = scenarios.analyse(ws, ids, promises, labels, assumptions,
-                                         observed_replicas=args.observed_replicas, calibrate=args.calibrate)
+                                         observed_replicas=args.observed_replicas, calibrate=args.calibrate,
+                                         progress=progress)
             star = prices.breach.get("*")
             if star is not None:
                 prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
@@ -272,11 +272,11 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             inputs = {"datasets": ids, "promises": [p.as_param() for p in promises],
                       "replicas": replicas, "traffic": traffic, "context": context, "seeds": args.seeds,
                       "prices": doc["prices"], "assumptions": assumptions.as_dict(), "path_labels": labels}
-            saved.save(ws, args.save, inputs, json.loads(json.dumps(doc, default=_json_default)))
+            saved.save(ws, args.save, inputs, jsonable(doc))
     from app.economics import render
 
     if args.format == "json":
-        _write(json.dumps(doc, indent=2, default=_json_default))
+        _write(dumps(doc))
     elif args.format == "csv":
         _write(render.scenarios_csv(doc))
     else:
@@ -417,14 +417,25 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--cost-split", choices=["requests", "equal"], default="requests",
                     help="how a path's share of the fleet cost is set (default: by requests)")
     pn.add_argument("--seeds", type=int, default=3, help="replay seeds per scenario (default 3)")
-    pn.add_argument("--calibrate", action="store_true",
-                    help="scale the twin's step and prefill time so its mean TPOT/TTFT match the observed means")
-    pn.add_argument("--max-num-seqs", type=int, default=256, help="assumed batch cap (vLLM default 256)")
-    pn.add_argument("--max-num-batched-tokens", type=int, default=8192,
-                    help="assumed chunked-prefill token budget per step (vLLM default 8192)")
-    pn.add_argument("--router", default="least_outstanding",
-                    choices=["least_outstanding", "round_robin", "random", "power_of_two"],
-                    help="assumed routing policy")
+    pn.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
+                    help="calibrate the twin at the observed fleet size: its mean inter-token latency and prefill "
+                    "time equal the observed (default on; --no-calibrate runs the fitted law as it is)")
+    engine = pn.add_argument_group(
+        "engine facts", "what you know of your engine overrides what is read from the data (shown as 'given')")
+    engine.add_argument("--kv-cache-tokens", type=int,
+                        help="KV capacity of one replica in tokens (vLLM prints it at start-up: 'GPU KV cache size: "
+                        "N tokens'); default: vllm:cache_config_info, else fitted by simulation to "
+                        "kv_cache_usage_perc")
+    engine.add_argument("--max-model-len", type=int, help="--max-model-len of the engine (default: bracketed by "
+                        "the length histograms' buckets)")
+    engine.add_argument("--max-num-seqs", type=int, help="--max-num-seqs (default: read from the data when the cap "
+                        "bound, else vLLM's 256)")
+    engine.add_argument("--max-num-batched-tokens", type=int,
+                        help="chunked-prefill token budget per step (default: from iteration_tokens_total, else "
+                        "vLLM's 8192)")
+    engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
+    engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
+                        help="routing policy in front of the replicas (default: least_outstanding, assumed)")
     pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")

@@ -9,18 +9,18 @@ the load axis of the cross-check. The few SQL statements here read the workspace
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import pandas as pd
 
 from app import promise as pm
+from app.jsonable import jsonable
 from app.store import LoadReport, Workspace, data_dir
 
 SAMPLE_EXPORT = "sample/metrics.parquet"
@@ -326,11 +326,13 @@ def alert_summary(alerts: pd.DataFrame) -> pd.DataFrame:
 ECON_DEFAULTS: dict[str, Any] = {
     "replicas": "2:8", "traffic": "1.0", "context": "1.0", "seeds": 1, "horizon_hours": 720.0,
     "price_basis": "GPU-hour", "gpu_hour": 2.5, "gpus_per_replica": 1.0, "replica_hour": 2.5,
-    "breach": {}, "default_breach": 0.01, "split": "requests", "router": "least_outstanding",
-    "max_num_seqs": 256, "max_num_batched_tokens": 8192, "calibrate": False, "observed_replicas": None,
-    "datasets": None,
+    "breach": {}, "default_breach": 0.01, "split": "requests", "router": None,
+    "max_num_seqs": None, "max_num_batched_tokens": None, "kv_cache_tokens": None, "max_model_len": None,
+    "calibrate": True, "observed_replicas": None, "datasets": None,
 }
-ROUTERS = ("least_outstanding", "round_robin", "random", "power_of_two")
+ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two")  # None: assumed
+# the engine facts of the form: empty = read from the data (or vLLM's default, stated as assumed)
+ENGINE_FACTS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len")
 
 
 def economics_inputs(ws: Workspace) -> dict[str, Any]:
@@ -356,9 +358,7 @@ def replay_spec(inputs: Mapping[str, Any], labels: Sequence[str], rules: Sequenc
         "path_labels": list(labels),
         "rules": [list(r) for r in rules],
         "promises": sorted([p, v.get("ttft_s"), v.get("tpot_s")] for p, v in promises.items()),
-        "assumptions": {"max_num_seqs": int(inputs["max_num_seqs"]),
-                        "max_num_batched_tokens": int(inputs["max_num_batched_tokens"]),
-                        "router": inputs["router"]},
+        "assumptions": engine_facts(inputs),
         "observed_replicas": inputs.get("observed_replicas") or None,
         "calibrate": bool(inputs["calibrate"]),
         "seeds": int(inputs["seeds"]),
@@ -368,6 +368,21 @@ def replay_spec(inputs: Mapping[str, Any], labels: Sequence[str], rules: Sequenc
     if spec["seeds"] < 1:
         raise ValueError("seeds: at least 1")
     return json.dumps(spec, sort_keys=True)
+
+
+def engine_facts(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine facts the user gave on the form (an empty field is left to the data), checked."""
+    out: dict[str, Any] = {}
+    for k in ENGINE_FACTS:
+        v = inputs.get(k)
+        if v is None or v == "":
+            continue
+        if int(v) < 1:
+            raise ValueError(f"{k}: must be at least 1 (leave it empty to read it from the data)")
+        out[k] = int(v)
+    if inputs.get("router"):
+        out["router"] = inputs["router"]
+    return out
 
 
 def grid_axes(inputs: Mapping[str, Any]) -> tuple[list[int], list[float], list[float]]:
@@ -420,19 +435,6 @@ def price(run: Mapping[str, Any]) -> dict[str, Any]:
                                       queueing=run.get("queueing")))
 
 
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy scalars, tuples and NaN turned into plain JSON values."""
-    def default(o: Any) -> Any:
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, datetime | pd.Timestamp):
-            return o.isoformat()
-        raise TypeError(f"not JSON: {type(o).__name__}")
-
-    text = json.dumps(obj, default=default)
-    return json.loads(text, parse_constant=lambda c: None)  # NaN/Infinity -> null
-
-
 def scenario_table(doc: Mapping[str, Any]) -> pd.DataFrame:
     """One row per scenario and path (shares in %, costs in USD over the horizon)."""
     rows = []
@@ -441,7 +443,7 @@ def scenario_table(doc: Mapping[str, Any]) -> pd.DataFrame:
             "N'": r["replicas"], "traffic": r["traffic"], "context": r["context"], "path": r["path"],
             "joint breach %": _pct(r["breach_share"]), "low %": _pct(r["breach_share_low"]),
             "high %": _pct(r["breach_share_high"]), "TTFT %": _pct(r["ttft_share"]),
-            "TPOT %": _pct(r["tpot_share"]), "extrapolated": "; ".join(r["extrapolation_reasons"]) or "",
+            "TPOT %": _pct(r["tpot_share"]), "flags": "; ".join(r.get("flags") or r["extrapolation_reasons"]) or "",
             "requests": r["requests"], "expected breaches": r["expected_breaches"],
             "breach cost $": r["breach_cost"], "headroom cost $": r["headroom_cost"],
             "total cost $": r["total_cost"], "cost per kept request $": r["cost_per_kept_request"],
@@ -520,7 +522,7 @@ def form_inputs(saved: Mapping[str, Any]) -> dict[str, Any]:
             "price_basis": "replica-hour", "replica_hour": float(p.get("replica_hour", 0.0)),
             "horizon_hours": float(p.get("horizon_hours", 720.0)), "breach": dict(p.get("breach", {})),
             "split": p.get("cost_split", "requests"),
-            **{k: a[k] for k in ("router", "max_num_seqs", "max_num_batched_tokens") if k in a}}
+            **{k: a[k] for k in ("router", *ENGINE_FACTS) if k in a}}
 
 
 def sets_table(sets: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -568,40 +570,70 @@ def compare_headlines(names: Sequence[str], sets: Sequence[Mapping[str, Any]]) -
 
 
 # == capacity model ===============================================================================
+MODEL_ROWS = (
+    ("step_base_s", "step time: base", 1e3, "ms per step"),
+    ("step_per_seq_s", "step time: per decoding sequence", 1e6, "µs per sequence"),
+    ("step_per_seq_sq_s", "step time: per decoding sequence squared", 1e9, "ns per sequence²"),
+    ("step_per_prefill_token_s", "step time: per prefill token", 1e6, "µs per token"),
+    ("step_per_context_token_s", "step time: per context token read", 1e9, "ns per token"),
+    ("step_per_prefill_pair_s", "step time: per prefill attention pair", 1e9, "ns per pair"),
+    ("tpot_scale", "calibration: decode step time ×", 1.0, "factor"),
+    ("prefill_scale", "calibration: prefill time ×", 1.0, "factor"),
+    ("kv_tokens", "KV capacity", 1.0, "tokens"),
+    ("max_num_seqs", "max_num_seqs", 1.0, "sequences"),
+    ("max_num_batched_tokens", "max_num_batched_tokens", 1.0, "tokens per step"),
+    ("max_model_len", "max_model_len", 1.0, "tokens"),
+    ("block_size", "KV block size", 1.0, "tokens"),
+)
+
+
 def model_table(model: Any) -> pd.DataFrame:
-    """The fitted replica model as (quantity, value, unit) rows."""
-    m = model
-    rows = [
-        ("step time: base", 1e3 * m.step_base_s, "ms per step"),
-        ("step time: per decoding sequence", 1e6 * m.step_per_seq_s, "µs per sequence"),
-        ("step time: per prefill token", 1e6 * m.step_per_prefill_token_s, "µs per token"),
-        ("step time: per context token read", 1e9 * m.step_per_context_token_s, "ns per token"),
-        ("step time: per prefill attention pair", 1e9 * m.step_per_prefill_pair_s, "ns per pair"),
-        ("prefill throughput", m.prefill_tokens_per_s, "tokens per second"),
-        (f"KV capacity ({m.kv_source})", m.kv_tokens, "tokens"),
-        ("max_num_seqs", m.max_num_seqs, "sequences"),
-        ("max_num_batched_tokens", m.max_num_batched_tokens, "tokens per step"),
-        ("KV block size", m.block_size, "tokens"),
-    ]
-    rows += [(f"step time at batch {b}", 1e3 * m.step_time(b, 0, 0), "ms") for b in (1, 8, 32, 64, 128)]
-    return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+    """The fitted replica model as (quantity, value, unit, source, how) rows: each parameter with where
+    it came from (given, engine config, fitted, calibrated, assumed)."""
+    from app.economics.capacity import parameter_value
+
+    rows = []
+    for name, label, scale, unit in MODEL_ROWS:
+        src = model.sources.get(name)
+        rows.append((label, scale * float(parameter_value(model, name)), unit, src.kind if src else "",
+                     src.detail if src else ""))
+    rows.append(("router", math.nan, model.router, model.sources["router"].kind if "router" in model.sources
+                 else "", model.sources["router"].detail if "router" in model.sources else ""))
+    rows.append(("prefill throughput", model.prefill_tokens_per_s, "tokens per second", "fitted", "1 / (per prefill "
+                 "token × prefill calibration)"))
+    rows += [(f"step time at batch {b}", 1e3 * model.step_time(b, 0, 0), "ms", "fitted", "the calibrated law")
+             for b in (1, 8, 32, 64, 128)]
+    return pd.DataFrame(rows, columns=["quantity", "value", "unit", "source", "how"])
 
 
 def model_error_table(analysis: Any) -> pd.DataFrame:
-    """Per path at the observed N: observed shares (histograms), the twin's joint share, relative errors."""
+    """Per path at the observed N: observed shares (histograms) against the calibrated twin's, the
+    residuals (relative above 1 %, in units of 0.1 pp below) and the mean queue time."""
     obs = analysis.observed
     rows = []
     for path, err in analysis.model_error.items():
         rows.append({
             "path": path, "requests": obs.requests.get(path),
-            "observed TTFT %": _pct(obs.ttft.get(path)), "observed TPOT %": _pct(obs.tpot.get(path)),
+            "observed TTFT %": _pct(obs.ttft.get(path)), "twin TTFT %": _pct(err.get("ttft_predicted")),
+            "observed TPOT %": _pct(obs.tpot.get(path)), "twin TPOT %": _pct(err.get("tpot_predicted")),
             "observed joint low %": _pct(obs.joint_low.get(path)),
             "observed joint high %": _pct(obs.joint_high.get(path)),
             "twin joint %": _pct(err.get("joint_predicted")),
-            "TTFT error %": _pct(err.get("ttft")), "TPOT error %": _pct(err.get("tpot")),
-            "joint error %": _pct(err.get("joint")),
+            "TTFT residual %": _pct(err.get("ttft")), "TPOT residual %": _pct(err.get("tpot")),
+            "observed queue ms": _ms(err.get("queue_mean_s_observed")),
+            "twin queue ms": _ms(err.get("queue_mean_s_predicted")),
+            "flagged": any(f.path == path for f in analysis.flags),
         })
     return pd.DataFrame(rows)
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else 1e3 * x
+
+
+def model_flags(analysis: Any) -> list[str]:
+    """Every flag of the analysis in words (the same the CLI prints)."""
+    return [f"{f.path or 'every path'}: {f.message}" for f in analysis.flags]
 
 
 # == model views ==================================================================================

@@ -11,6 +11,7 @@ import pytest
 
 from app import cli
 from app.simulator import Events, simulate_day
+from app.simulator.metrics import minimal_export
 from app.simulator.sample import write_metrics_parquet
 
 PROMISES = ["--promise", "llama-3.1-8b-interactive=0.5/0.05", "--promise", "llama-3.1-8b-batch=5/0.1"]
@@ -83,3 +84,65 @@ def test_scenarios_markdown_and_input_errors(export: Path) -> None:
     code, _, err = run(["scenarios", str(export), "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
                         "--save", "x"])
     assert code == 2 and "--save needs --db" in err
+
+
+@pytest.fixture(scope="module")
+def minimal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A minimal export (no cache_config_info, iteration_tokens_total or phase-time histograms), and one
+    without the KV and running gauges as well (nothing to fit the KV capacity or the step law on)."""
+    res = simulate_day(seed=3, replicas=2, hours=1.0, scrape_interval_s=15.0, events=Events())
+    folder = tmp_path_factory.mktemp("minimal")
+    frame = minimal_export(res.metrics_frame)
+    write_metrics_parquet(frame, folder / "minimal.parquet")
+    names = frame["metric"].astype(str)
+    bare = frame[~names.isin(["vllm:kv_cache_usage_perc", "vllm:num_requests_running"])].reset_index(drop=True)
+    write_metrics_parquet(bare, folder / "bare.parquet")
+    return folder / "minimal.parquet", folder / "bare.parquet"
+
+
+def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tuple[Path, Path]) -> None:
+    code, out, err = run(["scenarios", str(minimal[0]), "--replicas", "2:3", "--replica-hour-price", "4",
+                          "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--max-num-seqs", "256",
+                          "--format", "json"])
+    assert code == 0, err
+    assert "NaN" not in out and "Infinity" not in out
+    doc = json.loads(out)
+    sources = doc["capacity_model"]["sources"]
+    assert sources["kv_tokens"]["kind"] == "fitted" and "by simulation" in sources["kv_tokens"]["detail"]
+    assert doc["capacity_model"]["kv_tokens"] == pytest.approx(56000, rel=0.15)  # the engine had 56,000
+    assert sources["max_num_seqs"] == {"value": 256, "kind": "given", "detail": "--max-num-seqs"}
+    assert sources["max_num_batched_tokens"]["kind"] == "assumed"  # nothing in the data shows it
+    assert sources["tpot_scale"]["kind"] == "calibrated" and sources["step_base_s"]["kind"] == "fitted"
+    assert sources["router"]["kind"] == "fitted"
+    assert set(doc["capacity_model"]["model_error_at_observed_replicas"]) == {
+        "llama-3.1-8b-interactive", "llama-3.1-8b-batch"}
+    code, text, _ = run(["scenarios", str(minimal[0]), "--replicas", "2", "--replica-hour-price", "4",
+                         "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--quiet"])
+    assert code == 0
+    assert "| kv_tokens |" in text and "| fitted | by simulation" in text and "Residual at the observed" in text
+
+
+def test_a_model_the_data_cannot_identify_is_flagged_not_refused(minimal: tuple[Path, Path]) -> None:
+    code, out, err = run(["scenarios", str(minimal[1]), "--replicas", "2:3", "--replica-hour-price", "4",
+                          "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--format", "json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    messages = " ".join(f["message"] for f in doc["flags"])
+    assert "--kv-cache-tokens" in messages and "GPU KV cache size" in messages
+    assert "vllm:num_requests_running" in messages  # what would let the step law be fitted
+    assert doc["capacity_model"]["sources"]["kv_tokens"]["kind"] == "assumed"
+    assert doc["capacity_model"]["sources"]["step_base_s"]["kind"] == "assumed"
+    for r in doc["scenarios"]:
+        assert r["flagged"] and r["flags"]
+        assert r["breach_share_high"] >= 2 * r["breach_share"] or r["breach_share_high"] == 1.0
+    # the same run with the KV size given: that flag is gone, the given value is used as it is
+    code, out, _ = run(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4",
+                        "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--kv-cache-tokens", "56000",
+                        "--format", "json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["capacity_model"]["kv_tokens"] == 56000
+    assert doc["capacity_model"]["sources"]["kv_tokens"]["kind"] == "given"
+    assert not any("--kv-cache-tokens" in f["message"] for f in doc["flags"])
+    code, _, err = run(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4", *PROMISES,
+                        "--kv-cache-tokens", "0"])
+    assert code == 2 and "--kv-cache-tokens 0: must be a positive number of tokens" in err

@@ -3,77 +3,155 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from app.economics import decision, money, saved
-from app.economics.capacity import Assumptions, fit_from_windows
+from app.economics.capacity import Assumptions, EngineEvidence, Source, fit_model
 from app.economics.demand import LengthDistribution, _spread_gaps
 from app.economics.scenarios import Analysis, Observed, Prediction
 from app.store import Workspace
 
 TRUE = {"a": 0.009, "b": 1.2e-4, "c": 5e-5, "d": 6e-8, "e": 1.3e-9}
 KV = 56000.0
+NO_CONFIG = pd.DataFrame(columns=["replica", "kv_tokens", "block_size", "source"])
+CONFIG = pd.DataFrame({"replica": ["r0"], "kv_tokens": [KV], "block_size": [16.0], "source": ["vllm:cache_config_info"]})
 
 
-def _windows(n_windows: int = 400, seed: int = 3, window_s: int = 300) -> pd.DataFrame:
-    """Replica windows whose step time follows the model exactly."""
+def _intervals(n: int = 400, seed: int = 3, dt: float = 15.0, with_steps: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scrape intervals whose mean step time follows the model exactly, each interval on its own
+    replica (so its 5-minute window, which gives the attention pairs per prefill token, is its own)."""
     rng = np.random.default_rng(seed)
-    batch = rng.uniform(2, 60, n_windows)
-    prefill_per_step = rng.uniform(0, 400, n_windows)
-    kv = rng.uniform(0.05, 0.95, n_windows)
-    pairs_per_step = rng.uniform(0, 2e6, n_windows)
-    step = (TRUE["a"] + TRUE["b"] * batch + TRUE["c"] * prefill_per_step + TRUE["d"] * kv * KV
-            + TRUE["e"] * pairs_per_step)
-    steps = window_s / step
-    return pd.DataFrame({
-        "window_start": pd.date_range("2026-11-17", periods=n_windows, freq=f"{window_s}s"),
-        "replica": "r0", "generation_tokens": batch * steps, "prompt_tokens": prefill_per_step * steps,
-        "steps": steps, "running_min": np.floor(batch), "running_mean": batch, "running_max": np.ceil(batch),
-        "waiting_mean": 0.0, "waiting_max": np.where(np.arange(n_windows) % 50 == 0, 3.0, 0.0),
-        "kv_mean": kv, "kv_max": np.minimum(kv + 0.03, 1.0), "preemptions": 0.0, "finished": 100.0,
-        "prompt_count": 100.0, "prompt_sum": 1e5, "generation_count": 100.0, "generation_sum": 3e4,
-        "prompt_sq_sum": pairs_per_step * steps * 2, "resets": 0.0,
-    })
+    batch = rng.uniform(2, 60, n)
+    prefill = rng.uniform(0, 400, n)  # prefill tokens per step
+    kv = rng.uniform(0.05, 0.95, n)
+    pairs_per_token = rng.uniform(100, 3000, n)
+    step = (TRUE["a"] + TRUE["b"] * batch + TRUE["c"] * prefill + TRUE["d"] * kv * KV
+            + TRUE["e"] * prefill * pairs_per_token)
+    steps = dt / step
+    ts = pd.Timestamp("2026-11-17 00:00:15")
+    replicas = [f"r{i}" for i in range(n)]
+    intervals = pd.DataFrame({
+        "replica": replicas, "ts": ts, "dt_s": dt, "itl_count": batch * steps, "itl_sum": batch * steps * step,
+        "generation_tokens": batch * steps, "prompt_tokens": prefill * steps,
+        "steps": steps if with_steps else np.nan, "preemptions": 0.0, "ttft_count": 10.0, "ttft_sum": 2.0,
+        "queue_count": 10.0, "queue_sum": 0.5, "running": np.ceil(batch), "running_before": np.floor(batch),
+        "waiting": np.where(np.arange(n) % 50 == 0, 3.0, 0.0), "waiting_before": 0.0, "kv_usage": kv,
+        "kv_before": kv, "resets": 0})
+    windows = pd.DataFrame({"window_start": pd.Timestamp("2026-11-17"), "replica": replicas,
+                            "prompt_sum": 1000.0, "prompt_sq_sum": 2000.0 * pairs_per_token})
+    return intervals, windows
 
 
-def test_fit_recovers_the_step_time_model() -> None:
-    kv_config = pd.DataFrame({"replica": ["r0"], "kv_tokens": [KV], "block_size": [16.0],
-                              "source": ["vllm:cache_config_info"]})
-    m = fit_from_windows(_windows(), kv_config, Assumptions())
+def _evidence(kv_config: pd.DataFrame = NO_CONFIG, steps: pd.DataFrame | None = None,
+              top: float | None = 20000.0) -> EngineEvidence:
+    return EngineEvidence(kv_config=kv_config, step_token_bounds=steps if steps is not None else
+                          pd.DataFrame(columns=["le", "steps"]), length_top_bound=top)
+
+
+@pytest.mark.parametrize("with_steps", [False, True])
+def test_fit_recovers_the_step_law_from_short_intervals(with_steps: bool) -> None:
+    """From the mean inter-token latency (every export); a step count, when exported, changes nothing."""
+    intervals, windows = _intervals(with_steps=with_steps)
+    m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
     got = [m.step_base_s, m.step_per_seq_s, m.step_per_prefill_token_s, m.step_per_context_token_s,
            m.step_per_prefill_pair_s]
     assert got == pytest.approx(list(TRUE.values()), rel=1e-6)
-    assert m.fit.r2 == pytest.approx(1.0)
-    assert m.kv_tokens == KV and m.kv_source.startswith("vllm:cache_config_info")
+    assert m.fit.r2 == pytest.approx(1.0) and m.fit.windows == 400
+    assert m.step_basis.startswith("mean inter-token latency") and "squared" not in m.step_basis
+    assert m.step_per_seq_sq_s == 0.0
+    assert m.sources["step_base_s"].kind == "fitted"
+    assert m.kv_tokens == KV and m.sources["kv_tokens"] == Source("engine config", "vllm:cache_config_info")
+    assert m.sources["block_size"].kind == "engine config"
     assert m.saturation_observed and any("waiting" in e for e in m.saturation_evidence)
     assert m.prefill_tokens_per_s == pytest.approx(1 / 5e-5)
+    assert m.flags == []
 
 
-def test_kv_capacity_by_littles_law_without_engine_config() -> None:
-    frame = _windows()
-    # tokens held = running x (mean prompt + half the mean output) = B x (1000 + 150)
-    frame["kv_mean"] = frame["running_mean"] * 1150 / KV
-    m = fit_from_windows(frame, pd.DataFrame(columns=["replica", "kv_tokens", "block_size", "source"]),
-                         Assumptions())
-    assert m.kv_tokens == pytest.approx(KV)
-    assert "Little" in m.kv_source
+def test_a_batch_that_grows_less_efficient_is_fitted_only_when_the_data_shows_it() -> None:
+    intervals, windows = _intervals()
+    batch = intervals["itl_sum"] / intervals["dt_s"]
+    step = intervals["itl_sum"] / intervals["itl_count"] + 2e-6 * batch ** 2  # 7 ms more at batch 60
+    steps = intervals["dt_s"] / step
+    prefill_per_step = intervals["prompt_tokens"] / (intervals["dt_s"] / (intervals["itl_sum"] / intervals["itl_count"]))
+    intervals = intervals.assign(itl_count=batch * steps, itl_sum=batch * steps * step,
+                                 prompt_tokens=prefill_per_step * steps)
+    m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
+    assert m.step_per_seq_sq_s == pytest.approx(2e-6, rel=1e-6) and "squared" in m.step_basis
+    assert m.step_time(60) - m.step_time(0) == pytest.approx(TRUE["b"] * 60 + 2e-6 * 3600, rel=1e-6)
+
+
+def test_engine_facts_given_override_what_the_data_says() -> None:
+    intervals, windows = _intervals()
+    given = Assumptions(max_num_seqs=64, max_num_batched_tokens=2048, kv_cache_tokens=90000, max_model_len=8192,
+                        block_size=32, router="random")
+    m = fit_model(intervals, windows, _evidence(CONFIG), given)
+    assert (m.max_num_seqs, m.max_num_batched_tokens, m.kv_tokens, m.max_model_len, m.block_size, m.router) == (
+        64, 2048, 90000, 8192, 32, "random")
+    assert {k: m.sources[k].kind for k in GIVEN} == dict.fromkeys(GIVEN, "given")
+    # the context cost per step at a full cache is what the data measured, whatever the capacity
+    assert m.step_per_context_token_s * 90000 == pytest.approx(TRUE["d"] * KV, rel=1e-6)
+
+
+GIVEN = ("max_num_seqs", "max_num_batched_tokens", "kv_tokens", "max_model_len", "block_size", "router")
+
+
+def test_engine_facts_read_from_the_data_or_assumed_with_their_reason() -> None:
+    intervals, windows = _intervals()
+    # iteration_tokens_total: every step within 2048 tokens, some above 1024 (cumulative buckets)
+    steps = pd.DataFrame({"le": [512.0, 1024.0, 2048.0, 4096.0, np.inf], "steps": [600.0, 900.0, 1000.0, 1000.0,
+                                                                                   1000.0]})
+    m = fit_model(intervals, windows, _evidence(steps=steps, top=20000.0), Assumptions())
+    assert (m.max_num_batched_tokens, m.sources["max_num_batched_tokens"].kind) == (2048, "fitted")
+    assert "(1024, 2048]" in m.sources["max_num_batched_tokens"].detail
+    # vLLM's length buckets stop at the largest 1-2-5 value <= max_model_len: 20000 -> [20000, 50000)
+    assert (m.max_model_len, m.sources["max_model_len"].kind) == (32768, "assumed")
+    assert "[20000, 50000)" in m.sources["max_model_len"].detail
+    assert _evidence(top=100000.0) and fit_model(intervals, windows, _evidence(top=100000.0),
+                                                 Assumptions()).max_model_len == 131072
+    # no engine config: the KV capacity is left to the fit by simulation
+    assert math.isnan(m.kv_tokens) and m.sources["kv_tokens"].kind == "fitted"
+    assert m.sources["block_size"] == Source("assumed", "vLLM's default block size")
+    assert (m.max_num_seqs, m.sources["max_num_seqs"].kind) == (256, "assumed")
+    assert (m.router, m.sources["router"].kind) == ("least_outstanding", "assumed")
+    # without iteration_tokens_total the budget is vLLM's default, said to be assumed
+    bare = fit_model(intervals, windows, _evidence(), Assumptions())
+    assert (bare.max_num_batched_tokens, bare.sources["max_num_batched_tokens"].kind) == (8192, "assumed")
+
+
+def test_a_queue_that_formed_with_room_in_the_cache_shows_the_batch_cap() -> None:
+    intervals, windows = _intervals()
+    capped = intervals.index[:5]
+    intervals.loc[capped, ["running", "waiting", "kv_usage"]] = [70.0, 4.0, 0.5]
+    m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
+    assert (m.max_num_seqs, m.sources["max_num_seqs"].kind) == (70, "fitted")
+
+
+def test_what_cannot_be_identified_is_flagged_never_raised() -> None:
+    intervals, windows = _intervals(5)
+    intervals["kv_usage"] = intervals["kv_before"] = np.nan
+    m = fit_model(intervals, windows, _evidence(), Assumptions())
+    assert m.sources["step_base_s"].kind == "assumed" and m.step_base_s > 0
+    assert any("scrape intervals of a replica decoding" in f for f in m.flags)
+    assert any("kv_cache_usage_perc" in f and "--kv-cache-tokens" in f for f in m.flags)
+    empty = fit_model(intervals.iloc[:0], windows.iloc[:0], _evidence(top=None), Assumptions())
+    assert empty.flags and empty.max_model_len == 32768
 
 
 def test_no_saturation_is_said_so() -> None:
-    frame = _windows().assign(waiting_max=0.0, kv_max=0.5)
-    kv_config = pd.DataFrame({"replica": ["r0"], "kv_tokens": [KV], "block_size": [16.0], "source": ["x"]})
-    m = fit_from_windows(frame, kv_config, Assumptions())
+    intervals, windows = _intervals()
+    intervals["waiting"] = 0.0
+    intervals["kv_usage"] = intervals["kv_before"] = 0.5
+    m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
     assert not m.saturation_observed and m.saturation_evidence == []
 
 
-def test_too_few_busy_windows_is_a_clear_error() -> None:
-    frame = _windows(5)
-    with pytest.raises(ValueError, match="busy replica windows"):
-        fit_from_windows(frame, pd.DataFrame({"replica": ["r0"], "kv_tokens": [KV], "block_size": [16.0],
-                                              "source": ["x"]}), Assumptions())
+def test_an_unknown_source_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="source 'guessed'"):
+        Source("guessed")
 
 
 def test_length_distribution_keeps_bucket_shares_and_fits_the_shape() -> None:
@@ -88,6 +166,24 @@ def test_length_distribution_keeps_bucket_shares_and_fits_the_shape() -> None:
     got = np.array([(draws <= b).mean() for b in bounds])
     assert got == pytest.approx(cum[:-1] / len(true), abs=0.005)
     assert np.percentile(draws, [50, 90]) == pytest.approx(np.percentile(true, [50, 90]), rel=0.03)
+
+
+def test_a_max_tokens_cap_stays_at_the_bottom_of_its_bucket() -> None:
+    """Outputs cut at max_tokens = 1024 pile up at the bottom of the (1000, 2000] bucket; the smooth
+    fitted shape would spread them over it (about 10 % too many tokens here). The within-bucket spread
+    is set so that the mean is the histogram's ``_sum`` / ``_count``."""
+    rng = np.random.default_rng(4)
+    true = np.minimum(np.rint(rng.lognormal(np.log(500), 0.7, 200_000)), 1024)
+    bounds = np.array([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000], dtype=float)
+    le = np.concatenate([bounds, [np.inf]])
+    cum = np.array([(true <= b).sum() for b in bounds] + [len(true)], dtype=float)
+    dist = LengthDistribution.fit(le, cum, len(true), float(true.sum()), 32768)
+    assert dist.spread < 0.9
+    draws = dist.sample(200_000, np.random.default_rng(5))
+    assert draws.mean() == pytest.approx(true.mean(), rel=0.01)
+    assert np.array([(draws <= b).mean() for b in bounds]) == pytest.approx(cum[:-1] / len(true), abs=0.005)
+    smooth = LengthDistribution.fit(le, cum, len(true), float("nan"), 32768)  # no _sum: the fitted shape
+    assert smooth.spread == 1.0 and smooth.sample(200_000, np.random.default_rng(5)).mean() > 1.05 * true.mean()
 
 
 def test_a_scrape_gap_spreads_its_first_tokens_back() -> None:

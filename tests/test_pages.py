@@ -113,6 +113,7 @@ def assert_picklable(at: AppTest) -> None:
 TABLES = {  # a column only that table has (AppTest does not expose st.dataframe keys)
     "last_load": "errors", "datasets": "dataset_id", "paths": "replicas", "promise_summary": "meets target",
     "promise_marginals": "signal", "scenarios": "N'", "model": "quantity", "sets": "saved (UTC)", "compare": "",
+    "model_error": "TTFT residual %",
 }
 
 
@@ -261,7 +262,7 @@ def test_a_price_change_reprices_the_cached_replays_without_running_any() -> Non
         at = run_scenarios(goto(open_app(), "economics"), "4")
         first = replays.call_count
         assert any("(1 of 1 scenarios replayed" in c.value for c in at.caption)
-        assert first >= 2  # the replay at the observed N (1 seed) and the scenario
+        assert first >= 1  # the scenario (the observed N is replayed by the calibration)
         before = table(at, "scenarios").set_index("path")
         cube_builds = builds.call_count
         at.number_input(key=state.econ_key("gpu_hour")).set_value(5.0)
@@ -281,7 +282,14 @@ def test_a_price_change_reprices_the_cached_replays_without_running_any() -> Non
     # the capacity model page reads the same run, and its views never replay
     with mock.patch.object(scenarios, "replay", side_effect=AssertionError("no replay outside Run scenarios")):
         goto(at, "model")
-        assert table(at, "model")["quantity"].iloc[0] == "step time: base"
+        model = table(at, "model").set_index("quantity")
+        assert model.index[0] == "step time: base"
+        # every parameter with where it came from; the residual at the observed N beside it
+        assert model.loc["KV capacity", "source"] == "engine config"
+        assert model.loc["calibration: decode step time ×", "source"] == "calibrated"
+        assert model.loc["max_num_seqs", "source"] == "assumed"
+        residual = table(at, "model_error")
+        assert set(residual["path"]) == {BATCH, INTERACTIVE} and "TTFT residual %" in residual
         assert len(at.get("plotly_chart")) == 1  # the load-response curve
         at.segmented_control(key=state.MODEL_VIEW).set_value("Queueing (thinking tool)").run()
         assert not at.exception, at.exception

@@ -47,6 +47,8 @@ def bound_ws() -> Iterator[Workspace]:
     for path in sorted(FILE_FIXTURES.glob("ingest__*")):
         assert w.load_file(path).status == "loaded"
     cube_id = ensure_cube(w, [1], 60, None)
+    # the replica-labelled series the capacity model's scrape intervals read
+    sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])
     # the lists the promise index is built from (index_for_promises drops them once stored)
     sql.materialize(w.con, "cube__promise_lists", "promise_lists", cube_id=cube_id)
     # the per-window promise table the burn-rate query reads

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -192,7 +190,7 @@ def test_verdict_and_tables() -> None:
     assert v["cost_per_kept_request"] == pytest.approx(2880 / 900)
     table = ui_data.scenario_table(doc)
     assert list(table["N'"]) == [3, 4]
-    assert table.loc[0, "extrapolated"] == "below the observed N"
+    assert table.loc[0, "flags"] == "below the observed N"
     assert table.loc[1, "joint breach %"] == pytest.approx(10.0)
     assert list(ui_data.fleet_frame(doc, 1.0, 1.0)["total_cost"]) == [7160.0, 3880.0]
 
@@ -237,11 +235,6 @@ def test_form_inputs_from_a_cli_saved_set() -> None:
     assert form["price_basis"] == "replica-hour" and form["replica_hour"] == 8.0 and form["split"] == "equal"
     assert form["router"] == "round_robin" and form["max_num_seqs"] == 128 and form["breach"] == {"chat": 0.2}
     assert ui_data.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
-
-
-def test_jsonable_turns_numpy_and_nan_into_json() -> None:
-    out = ui_data.jsonable({"a": np.float64(1.5), "b": (1, 2), "c": math.nan, "d": np.int64(3)})
-    assert out == {"a": 1.5, "b": [1, 2], "c": None, "d": 3}
 
 
 # -- model views -----------------------------------------------------------------------------------------

@@ -57,15 +57,22 @@ with st.form("econ_form"):
         col.number_input(f"USD per breach: {p}", min_value=0.0, step=0.001, format="%.4f",
                          key=state.breach_price_key(p))
     c[-1].selectbox("Fleet cost split across paths", ["requests", "equal"], key=state.econ_key("split"))
-    with st.expander("Assumptions the metrics cannot show"):
-        c = st.columns(5)
-        c[0].selectbox("Router", ui_data.ROUTERS, key=state.econ_key("router"))
-        c[1].number_input("max_num_seqs", min_value=1, step=1, key=state.econ_key("max_num_seqs"))
-        c[2].number_input("max_num_batched_tokens", min_value=16, step=256,
+    with st.expander("Engine facts and assumptions (empty: read from the data, else vLLM's default)"):
+        c = st.columns(4)
+        c[0].number_input("KV cache tokens per replica", min_value=1, step=1024, value=None,
+                          key=state.econ_key("kv_cache_tokens"),
+                          help="vLLM prints it at start-up: 'GPU KV cache size: N tokens'. Empty: "
+                          "vllm:cache_config_info, else fitted by simulation to kv_cache_usage_perc.")
+        c[1].number_input("max_model_len", min_value=1, step=1024, value=None, key=state.econ_key("max_model_len"))
+        c[2].number_input("max_num_seqs", min_value=1, step=1, value=None, key=state.econ_key("max_num_seqs"))
+        c[3].number_input("max_num_batched_tokens", min_value=16, step=256, value=None,
                           key=state.econ_key("max_num_batched_tokens"))
-        c[3].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
+        c = st.columns(3)
+        c[0].selectbox("Router", ui_data.ROUTERS, key=state.econ_key("router"),
+                       format_func=lambda r: "least_outstanding (assumed)" if r is None else r)
+        c[1].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
                           key=state.econ_key("observed_replicas"))
-        c[4].checkbox("Calibrate mean TTFT/TPOT at the observed N", key=state.econ_key("calibrate"))
+        c[2].checkbox("Calibrate the twin at the observed N", key=state.econ_key("calibrate"))
     submitted = st.form_submit_button("Run scenarios", type="primary")
 st.caption("Replays run only when you press *Run scenarios*, once per scenario: pressing it again after changing "
            "only prices re-prices the cached replays in milliseconds. The twin replays TTFT and TPOT; E2E and "

@@ -1,6 +1,6 @@
-"""Capacity model: the replica model fitted from the metrics (step time, KV capacity, fit quality,
-saturation evidence), calibration and model error at the observed N; the empirical load–response
-curve as a cross-check; Kingman and Erlang C as a thinking tool.
+"""Capacity model: the replica model read from the metrics, each parameter with its source (given,
+engine config, fitted, calibrated, assumed), the flags, the calibration and the residual at the
+observed N; the empirical load–response curve as a cross-check; Kingman and Erlang C as a thinking tool.
 
 Reads the last run of the Economics page (session state): the analysis, and the curve
 (``crosscheck.load_response``) and queueing view (``crosscheck.queueing_view``) computed with it.
@@ -29,42 +29,55 @@ else:
     model = analysis.model
     observed: Observed = analysis.observed
 
-    st.subheader("One replica, fitted from the metrics")
+    st.subheader("One replica, read from the metrics")
+    for line in ui_data.model_flags(analysis):
+        st.warning(f"**Flagged** — {line}")
+    st.dataframe(ui_data.model_table(model), hide_index=True, key="model_table", height="content",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    st.caption("Source: *given* (your flag or the assumptions on the Economics page), *engine config* "
+               "(cache_config_info), *fitted* (from the data, how is said), *calibrated* (set so that the twin at the "
+               "observed fleet size shows what the fleet showed), *assumed* (vLLM's default: the data could not "
+               "identify it; set it if you know it — vLLM prints the KV size at start-up, 'GPU KV cache size: N "
+               "tokens').")
     left, right = st.columns([3, 2])
-    left.dataframe(ui_data.model_table(model), hide_index=True, key="model_table", height="content",
-                   column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     fit = model.fit
-    right.markdown(
-        f"**Fit**: {fit.data}; R² {fit.r2:.3f}, RMSE {1e3 * fit.rmse_s:.3f} ms per step; running batch "
-        f"{fit.batch_range[0]:.1f}–{fit.batch_range[1]:.1f} (the step-time model is read outside this range at "
-        "your own risk).")
+    left.markdown(
+        f"**Step-time fit**: {fit.data} ({model.step_basis}); R² {fit.r2:.3f}, RMSE {1e3 * fit.rmse_s:.3f} ms per "
+        f"step; decoding batch {fit.batch_range[0]:.1f}–{fit.batch_range[1]:.1f} (the law is read outside this "
+        "range at your own risk).")
     if model.saturation_observed:
-        right.markdown("**Saturation observed**: " + "; ".join(model.saturation_evidence) + ".")
+        left.markdown("**Saturation observed**: " + "; ".join(model.saturation_evidence) + ".")
     else:
-        right.warning("Saturation never observed: the KV capacity and step time are lower bounds, and scenarios "
-                      "that need more are flagged *extrapolated*.")
-    right.markdown("**Assumptions** the metrics cannot show (router, batch cap and token budget are settable on "
-                   "the Economics page):\n" + "\n".join(f"- {a}" for a in decision.stated_assumptions(analysis)))
+        left.warning("Saturation never observed: the KV capacity and step time are lower bounds, and scenarios "
+                     "that need more are flagged *extrapolated*.")
     cal = analysis.calibration or {}
     if "tpot_scale" in cal:
-        right.markdown(f"**Calibration**: step time ×{cal['tpot_scale']:.3f}, prefill ×{cal['prefill_scale']:.3f} "
-                       f"({cal.get('matched', 'at the observed N')}).")
+        left.markdown(f"**Calibration** ({len(cal.get('rounds', []))} twin runs at the observed N"
+                      f"{'' if cal.get('converged') else ', stopped before converging'}): step time "
+                      f"×{cal['tpot_scale']:.3f}, prefill ×{cal['prefill_scale']:.3f} — {cal['matched']}.")
     else:
-        right.markdown("**Calibration**: off (the twin runs on the fitted parameters as they are).")
-    if "fit_window_s" in cal:
-        right.caption(f"Step time fitted on {cal['fit_window_s']} s replica windows (the candidate whose replay "
-                      "at the observed N came closest to the observed shares).")
+        left.markdown("**Calibration**: off (the twin runs on the fitted parameters as they are).")
+    right.markdown("**Assumptions** (engine facts are settable on the Economics page):\n"
+                   + "\n".join(f"- {a}" for a in decision.stated_assumptions(analysis)))
     for note in model.notes + analysis.demand.notes:
-        right.caption(note)
+        left.caption(note)
 
-    st.subheader(f"Model error at the observed N = {observed.replicas}")
+    st.subheader(f"Residual at the observed N = {observed.replicas}")
     pct = st.column_config.NumberColumn(format="%.2f %%")
     errors = ui_data.model_error_table(analysis)
     st.dataframe(errors, hide_index=True, key="model_error_table",
-                 column_config={c: pct for c in errors.columns if c.endswith("%")})
-    st.caption("The twin replays the observed demand at the observed replica count; its shares are set against the "
-               "histograms'. The joint error is 0 when the twin falls inside the observed Fréchet interval. The "
-               "relative error widens every scenario's interval (never below ±10 %).")
+                 column_config={**{c: pct for c in errors.columns if c.endswith("%")},
+                                **{c: st.column_config.NumberColumn(format="%.1f") for c in errors.columns
+                                   if c.endswith("ms")}})
+    fleet = analysis.fleet_residual
+    if fleet:
+        st.caption(f"Fleet: running {fleet['running_mean_predicted']:.2f} per replica in the twin against "
+                   f"{fleet['running_mean_observed']:.2f} observed; waiting {fleet['waiting_mean_predicted']:.2f} "
+                   f"against {fleet['waiting_mean_observed']:.2f}; mean inter-token latency "
+                   f"{1e3 * fleet['itl_mean_s_predicted']:.1f} ms against {1e3 * fleet['itl_mean_s_observed']:.1f} ms.")
+    st.caption("The calibrated twin replays the observed demand at the observed replica count; its shares are set "
+               "against the histograms'. The residual (relative above 1 %, in units of 0.1 pp below) widens "
+               "every interval of its path (never below ±25 %); above 10 % the path's scenarios are flagged.")
 
     # -- beside the model (computed with the run, no replay here) -----------------------------------------
     view = st.segmented_control("View", ["Load–response curve", "Queueing (thinking tool)"], key=state.MODEL_VIEW,

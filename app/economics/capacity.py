@@ -1,25 +1,40 @@
-"""The capacity model of one replica, fitted from the metrics the fleet already exports (vLLM first).
+"""The capacity model of one replica, read from the metrics every vLLM export holds.
 
-Per replica and window (queries ``capacity__replica_windows``, ``capacity__kv_config``):
+What the model needs and where each value comes from (its *source*, shown with it everywhere):
 
+- **engine facts** (``max_num_seqs``, ``max_num_batched_tokens``, KV capacity, ``max_model_len``, block
+  size): ``given`` (a flag or the dashboard: the user knows their launch flags, and vLLM prints the
+  KV size at start-up, "GPU KV cache size: N tokens"), else ``engine config`` (``cache_config_info``:
+  GPU blocks x block size), else ``fitted`` from what the data shows (the largest steps in
+  ``iteration_tokens_total``; a waiting queue that formed while the KV cache had room means the batch
+  cap bound), else ``assumed`` (vLLM's default, stated). Without ``cache_config_info`` the KV capacity
+  is fitted by simulation (:mod:`app.economics.calibration`): the tokens a running request holds are
+  not the mean prompt of finished requests (long requests stay longer, so they fill more of the
+  running set), so the twin replays the observed demand and the capacity is the one at which its KV
+  occupancy matches ``kv_cache_usage_perc`` window by window.
 - **step time**: a continuous-batching engine runs steps; each step emits one token per decoding
-  request and prefills up to a token budget. Over a busy window of length T with G generated
-  tokens, P prefilled tokens and a mean running batch B, the number of steps is n = G / B (or the
-  count of ``vllm:iteration_tokens_total`` when exported), and
-  the mean step time ``T / n = a + b (G / n) + c (P / n) + d K`` with K the KV tokens held (the
-  context every step reads); a, b, c, d come from non-negative least squares over busy windows;
-- **prefill throughput** = 1 / c tokens per second of step time;
-- **KV capacity** in tokens: ``cache_config_info`` (GPU blocks x block size) when exported, else
-  Little's law on the KV gauge: tokens held = running x (mean prompt + half the mean output);
-- **saturation**: whether the data ever shows a full KV cache, a queue or preemptions. If it
-  never does, the capacity is only a lower bound, and scenarios that need more are flagged.
+  request and prefills up to the token budget. Per scrape interval (query
+  ``capacity__scrape_intervals``; short intervals see a steady batch), the mean step time is
+  ``a + b B + b2 B^2 + c P + d' u + e Q`` with B the decoding sequences per step, P the prefill
+  tokens per step, u the KV usage (d' = d x KV tokens: the context every step reads) and Q the
+  prefill attention pairs per step (b2 stays 0 unless the batch visibly grows less efficient). The
+  mean step is the mean inter-token latency (ITL ``_sum``/``_count``: every decoding request's gap is
+  the step it waited for; idle time between requests is not in it) and B = ITL ``_sum`` / interval
+  (the time-averaged number of decoding requests). The coefficients by non-negative least squares
+  (b2 only where it cuts the fit's error by ``CURVATURE_GAIN``); the overall level of the decode and
+  prefill parts is then calibrated on the twin at the observed fleet size (``calibrated``).
+  ``iteration_tokens_total``, when exported, bounds ``max_num_batched_tokens``.
+- **saturation**: whether the data ever shows a full KV cache, a queue or preemptions. If it never
+  does, the capacity is only a lower bound, and scenarios that need more are flagged.
 
-Settings the metrics cannot show (max_num_seqs when no gauge exports it, the chunked-prefill token
-budget, the router, independence of prompt and output lengths) are ``Assumptions``, stated and settable.
+A model that cannot be identified never stops the analysis: it is fitted as far as the data allows,
+each gap is an ``assumed`` value with a ``flags`` entry naming the series or flag that would fix it,
+and the scenarios built on it are flagged with a wide interval.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,28 +44,65 @@ from scipy.optimize import nnls
 
 from app import sql
 from app.cube import ensure_cube
+from app.simulator.config import StepTime
 from app.store import Workspace
 
 REPLICA_LABELS = ["instance", "engine"]
 FIT_WINDOW_S = 300
 KV_FULL = 0.95
+MIN_INTERVALS = 10
+CURVATURE_GAIN = 0.05  # the batch-squared term must cut the step fit's RMSE by 5 %
+
+# vLLM's defaults, used when neither the user nor the data says otherwise
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_MODEL_LEN = 32768
+DEFAULT_ROUTER = "least_outstanding"
+COMMON_MAX_MODEL_LENS = (32768, 131072, 65536, 16384, 8192, 4096, 2048, 262144)
+SOURCES = ("given", "engine config", "fitted", "calibrated", "assumed")
+VLLM_KV_HINT = ("pass --kv-cache-tokens N (vLLM prints 'GPU KV cache size: N tokens' at start-up) or export "
+                "vllm:cache_config_info")
 
 
 @dataclass
 class Assumptions:
-    """What the metrics cannot show; each is used by the replay and can be changed by the user."""
+    """Engine facts the user gives (None: read from the data, else vLLM's default) and what the
+    metrics cannot show; each is used by the replay and can be changed by the user."""
 
-    max_num_seqs: int = 256  # vLLM's default batch cap (a gauge like NIM's num_request_max overrides it)
-    max_num_batched_tokens: int = 8192  # chunked-prefill token budget per step (vLLM V1 default)
-    block_size: int = 16  # KV block size in tokens, when cache_config_info does not say
-    router: str = "least_outstanding"  # least_outstanding | round_robin | random
+    max_num_seqs: int | None = None  # --max-num-seqs
+    max_num_batched_tokens: int | None = None  # chunked-prefill token budget per step
+    kv_cache_tokens: int | None = None  # the engine's KV capacity (vLLM logs "GPU KV cache size")
+    max_model_len: int | None = None
+    block_size: int | None = None  # KV block size in tokens
+    router: str | None = None  # least_outstanding | round_robin | random | power_of_two
     lengths_independent: bool = True  # prompt and output lengths drawn independently per path
     arrivals_within_window: str = "poisson"  # arrivals inside a demand window
-    tpot_scale: float = 1.0  # calibration factor on the step time (1 = none)
+    tpot_scale: float = 1.0  # calibration factor on the decode step time (1 = none)
     prefill_scale: float = 1.0  # calibration factor on the prefill time (1 = none)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def given(self) -> dict[str, Any]:
+        """The engine facts the user gave (the replay's cache key holds these)."""
+        return {k: v for k, v in asdict(self).items() if k in GIVEN_FIELDS and v is not None}
+
+
+GIVEN_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size",
+                "router")
+
+
+@dataclass
+class Source:
+    """Where a parameter's value came from: one of ``SOURCES``, and how, in words."""
+
+    kind: str
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCES:
+            raise ValueError(f"source {self.kind!r}: expected one of {', '.join(SOURCES)}")
 
 
 @dataclass
@@ -66,7 +118,7 @@ class FitQuality:
 class ReplicaModel:
     """One replica: step time (s) = base + per_seq x decoding seqs + per_prefill_token x prefill tokens
     + per_context_token x KV tokens held + per_prefill_pair x (chunk x preceding tokens, summed over
-    a prefill: p^2 / 2 for a prompt of p tokens); KV capacity in tokens."""
+    a prefill: p^2 / 2 for a prompt of p tokens); KV capacity in tokens; the engine limits."""
 
     step_base_s: float
     step_per_seq_s: float
@@ -84,20 +136,60 @@ class ReplicaModel:
     observed: dict[str, float] = field(default_factory=dict)
     assumptions: Assumptions = field(default_factory=Assumptions)
     notes: list[str] = field(default_factory=list)
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    router: str = DEFAULT_ROUTER
+    sources: dict[str, Source] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)  # what could not be identified, and what would fix it
+    step_basis: str = ""  # which series the step time was fitted on
+    step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
+    step_jitter: float = 0.0  # lognormal sigma of a step's (or a steady stretch's) duration, calibrated
 
     @property
     def prefill_tokens_per_s(self) -> float:
-        return 1.0 / self.step_per_prefill_token_s if self.step_per_prefill_token_s > 0 else float("inf")
+        c = self.step_per_prefill_token_s * self.assumptions.prefill_scale
+        return 1.0 / c if c > 0 else float("inf")
 
     def step_time(self, decoding: float, prefill_tokens: float = 0.0, context_tokens: float = 0.0) -> float:
-        return (self.step_base_s + self.step_per_seq_s * decoding + self.step_per_prefill_token_s * prefill_tokens
-                + self.step_per_context_token_s * context_tokens)
+        """One step (s) of the calibrated model the twin runs."""
+        a = self.assumptions
+        return ((self.step_base_s + self.step_per_seq_s * decoding + self.step_per_seq_sq_s * decoding ** 2
+                 + self.step_per_context_token_s * context_tokens) * a.tpot_scale
+                + self.step_per_prefill_token_s * prefill_tokens * a.prefill_scale)
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["prefill_tokens_per_s"] = self.prefill_tokens_per_s
         out["step_time_s_at"] = {str(b): self.step_time(b, 0, 0) for b in (1, 8, 32, 64, 128)}
+        out["sources"] = {k: {"value": parameter_value(self, k), **asdict(s)} for k, s in self.sources.items()}
         return out
+
+
+# the quantities a source is kept for, with the attribute holding each one's value
+PARAMETERS = {
+    "kv_tokens": "kv_tokens", "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_model_len": "max_model_len", "block_size": "block_size", "router": "router",
+    "step_base_s": "step_base_s", "step_per_seq_s": "step_per_seq_s", "step_per_seq_sq_s": "step_per_seq_sq_s",
+    "step_per_prefill_token_s": "step_per_prefill_token_s", "step_per_context_token_s": "step_per_context_token_s",
+    "step_per_prefill_pair_s": "step_per_prefill_pair_s", "tpot_scale": "assumptions.tpot_scale",
+    "prefill_scale": "assumptions.prefill_scale", "step_jitter": "step_jitter",
+}
+
+
+def parameter_value(model: ReplicaModel, name: str) -> Any:
+    obj: Any = model
+    for part in PARAMETERS[name].split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def scrape_intervals(ws: Workspace, dataset_ids: list[int]) -> pd.DataFrame:
+    """The rows of ``capacity__scrape_intervals`` (per replica and scrape) of ``dataset_ids``."""
+    with ws.transaction() as con:
+        sql.materialize(con, "signals__series", "capacity_series", dataset_ids=[int(i) for i in dataset_ids],
+                        path_labels=REPLICA_LABELS)
+        frame = sql.df(con, "capacity__scrape_intervals", dataset_ids=[int(i) for i in dataset_ids])
+        con.execute("drop table capacity_series")
+    return frame
 
 
 def replica_windows(ws: Workspace, dataset_ids: list[int], window_s: int = FIT_WINDOW_S) -> pd.DataFrame:
@@ -105,91 +197,251 @@ def replica_windows(ws: Workspace, dataset_ids: list[int], window_s: int = FIT_W
     return sql.df(ws.cursor(), "capacity__replica_windows", cube_id=cube_id)
 
 
-def fit_replica(ws: Workspace, dataset_ids: list[int], assumptions: Assumptions | None = None,
-                window_s: int = FIT_WINDOW_S) -> ReplicaModel:
-    """Fit the replica model on every replica's windows of ``dataset_ids``."""
-    assumptions = assumptions or Assumptions()
-    frame = replica_windows(ws, dataset_ids, window_s)
-    kv_config = sql.df(ws.cursor(), "capacity__kv_config", dataset_ids=list(dataset_ids))
-    return fit_from_windows(frame, kv_config, assumptions, window_s)
+@dataclass
+class EngineEvidence:
+    """What the export says about the engine besides the step time: its config series, the largest
+    steps, and the length histograms' top bounds."""
+
+    kv_config: pd.DataFrame
+    step_token_bounds: pd.DataFrame  # le, steps: the iteration-tokens histogram over the whole range
+    length_top_bound: float | None  # the largest finite bound of the prompt/generation-length histograms
 
 
-def _kv_capacity(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assumptions) -> tuple[float, str, int]:
-    if not kv_config.empty:
-        block = kv_config["block_size"].dropna()
-        return (float(kv_config["kv_tokens"].median()), f"{kv_config['source'].iloc[0]} (engine config)",
-                int(block.iloc[0]) if len(block) else assumptions.block_size)
-    usable = frame[(frame["kv_mean"] > 0.05) & (frame["running_mean"] > 0) & (frame["prompt_count"] > 0)
-                   & (frame["generation_count"] > 0)]
-    if usable.empty:
-        raise ValueError("cannot size the KV cache: no cache_config_info and no window with KV usage, "
-                         "running requests and token histograms")
-    held = usable["running_mean"] * (usable["prompt_sum"] / usable["prompt_count"]
-                                     + 0.5 * usable["generation_sum"] / usable["generation_count"])
-    return float((held / usable["kv_mean"]).median()), "Little's law on kv_cache_usage_perc", assumptions.block_size
+def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
+    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS)
+    buckets = sql.df(ws.cursor(), "capacity__step_token_buckets", cube_id=cube_id)
+    steps = buckets[buckets["signal"] == "iteration_tokens"][["le", "observations"]]
+    lengths = buckets[buckets["signal"].isin(["prompt_tokens", "generation_tokens"]) & np.isfinite(buckets["le"])]
+    return EngineEvidence(
+        kv_config=sql.df(ws.cursor(), "capacity__kv_config", dataset_ids=list(dataset_ids)),
+        step_token_bounds=steps.rename(columns={"observations": "steps"}).reset_index(drop=True),
+        length_top_bound=float(lengths["le"].max()) if len(lengths) else None)
 
 
-def fit_from_windows(frame: pd.DataFrame, kv_config: pd.DataFrame, assumptions: Assumptions,
-                     window_s: int = FIT_WINDOW_S) -> ReplicaModel:
-    """The fit itself, on the rows of ``capacity__replica_windows`` (a plain function tests call)."""
-    if frame.empty:
-        raise ValueError("no replica windows: the capacity model needs running, token and latency metrics")
-    frame = frame.fillna({"resets": 0})
-    kv_tokens, kv_source, block_size = _kv_capacity(frame, kv_config, assumptions)
-    busy = frame[(frame["running_min"] >= 1) & (frame["generation_tokens"] > 0) & (frame["resets"] == 0)
-                 & frame["running_mean"].notna()].copy()
-    if len(busy) < 10:
-        raise ValueError(f"only {len(busy)} busy replica windows (running >= 1 throughout): too few to fit "
-                         "the step time")
-    # steps per window: the iteration-tokens histogram's count when exported, else tokens / batch
-    steps = busy["steps"].where(busy["steps"] > 0, busy["generation_tokens"] / busy["running_mean"])
-    step_s = window_s / steps  # mean step time of the window
-    design = np.column_stack([
-        np.ones(len(busy)),
-        busy["generation_tokens"] / steps,  # decoding sequences per step
-        busy["prompt_tokens"].fillna(0) / steps,  # prefill tokens per step
-        busy["kv_mean"].fillna(0) * kv_tokens,  # context tokens held (read every step)
-        busy["prompt_sq_sum"].fillna(0) / 2 / steps,  # prefill attention pairs per step (sum p^2 / 2)
-    ])
-    coef, _ = nnls(design, step_s.to_numpy())
-    fitted = design @ coef
-    resid = step_s.to_numpy() - fitted
-    r2 = 1 - float((resid**2).sum()) / max(float(((step_s - step_s.mean()) ** 2).sum()), 1e-30)
-    saturation = []
-    if (frame["kv_max"] >= KV_FULL).any():
-        saturation.append(f"KV cache >= {KV_FULL:.0%} full in {(frame['kv_max'] >= KV_FULL).sum()} replica-windows of {window_s} s")
-    if (frame["preemptions"].fillna(0) > 0).any():
-        saturation.append(f"{int(frame['preemptions'].fillna(0).sum())} preemptions")
-    if (frame["waiting_max"].fillna(0) > 0).any():
-        saturation.append(f"requests waiting in {(frame['waiting_max'].fillna(0) > 0).sum()} replica-windows of {window_s} s")
+def fit_replica(ws: Workspace, dataset_ids: list[int], assumptions: Assumptions | None = None) -> ReplicaModel:
+    """Fit the replica model on every replica of ``dataset_ids`` (before calibration)."""
+    return fit_model(scrape_intervals(ws, dataset_ids), replica_windows(ws, dataset_ids),
+                     engine_evidence(ws, dataset_ids), assumptions or Assumptions())
+
+
+# -- engine facts -----------------------------------------------------------------------------------------
+def _kv_capacity(evidence: EngineEvidence, a: Assumptions, flags: list[str]) -> tuple[float, Source, int, Source]:
+    """KV tokens and block size with their sources. Without a given value or a config series the KV
+    capacity is left to the fit by simulation (a provisional value, source ``fitted``)."""
+    cfg = evidence.kv_config
+    block = cfg["block_size"].dropna() if not cfg.empty else pd.Series(dtype=float)
+    if a.block_size is not None:
+        block_size, block_src = int(a.block_size), Source("given", "--block-size")
+    elif len(block):
+        block_size, block_src = int(block.iloc[0]), Source("engine config", f"{cfg['source'].iloc[0]} block_size")
+    else:
+        block_size, block_src = DEFAULT_BLOCK_SIZE, Source("assumed", "vLLM's default block size")
+    if a.kv_cache_tokens is not None:
+        return float(a.kv_cache_tokens), Source("given", "--kv-cache-tokens"), block_size, block_src
+    if not cfg.empty:
+        spread = ""
+        if cfg["kv_tokens"].nunique() > 1:
+            spread = f"; replicas differ ({cfg['kv_tokens'].min():,.0f}-{cfg['kv_tokens'].max():,.0f}): median used"
+            flags.append("replicas export different KV capacities (cache_config_info): the twin's replicas are "
+                         "identical, at the median")
+        return (float(cfg["kv_tokens"].median()), Source("engine config", f"{cfg['source'].iloc[0]}{spread}"),
+                block_size, block_src)
+    return math.nan, Source("fitted", "pending: fit by simulation to kv_cache_usage_perc"), block_size, block_src
+
+
+def _max_num_batched_tokens(evidence: EngineEvidence, a: Assumptions) -> tuple[int, Source]:
+    if a.max_num_batched_tokens is not None:
+        return int(a.max_num_batched_tokens), Source("given", "--max-num-batched-tokens")
+    steps = evidence.step_token_bounds
+    if len(steps) and steps["steps"].sum() > 0:
+        # cumulative buckets: the largest step falls in the first bucket that holds every step
+        steps = steps.sort_values("le")
+        total = float(steps["steps"].max())
+        full = steps[steps["steps"] >= total - 0.5]
+        top = float(full["le"].iloc[0])
+        below = steps[steps["le"] < top]["le"]
+        lower = float(below.iloc[-1]) if len(below) else 0.0
+        if math.isfinite(top):
+            return int(top), Source("fitted", f"iteration_tokens_total: the largest steps hold ({lower:g}, {top:g}] "
+                                    "tokens; the budget is taken at the bucket's top")
+    return DEFAULT_MAX_NUM_BATCHED_TOKENS, Source(
+        "assumed", "vLLM's default for an online server; pass --max-num-batched-tokens (the data cannot show it "
+        "without iteration_tokens_total)")
+
+
+def _max_model_len(evidence: EngineEvidence, a: Assumptions) -> tuple[int, Source]:
+    if a.max_model_len is not None:
+        return int(a.max_model_len), Source("given", "--max-model-len")
+    top = evidence.length_top_bound
+    if top is None:
+        return DEFAULT_MAX_MODEL_LEN, Source("assumed", "no length histogram to bracket it")
+    # vLLM's length buckets are 1, 2, 5, 10, ... up to max_model_len: it lies in [top, the next value)
+    upper = next(v for v in (2 * top, 2.5 * top, 5 * top) if str(int(v))[0] in "125" and v > top)
+    pick = next((v for v in COMMON_MAX_MODEL_LENS if top <= v < upper), int(top))
+    return int(pick), Source("assumed", f"the length histograms' buckets end at {top:g}, so max_model_len is in "
+                             f"[{top:g}, {upper:g}); pass --max-model-len")
+
+
+def _max_num_seqs(intervals: pd.DataFrame, a: Assumptions, kv_full: float = 0.9) -> tuple[int, Source, list[str]]:
+    notes: list[str] = []
+    running_max = float(intervals["running"].max()) if len(intervals) and intervals["running"].notna().any() else 0.0
+    if a.max_num_seqs is not None:
+        if running_max > a.max_num_seqs:
+            notes.append(f"the running gauge reached {running_max:.0f}, above --max-num-seqs {a.max_num_seqs}")
+        return int(a.max_num_seqs), Source("given", "--max-num-seqs"), notes
+    if len(intervals) and running_max > 0:
+        capped = intervals[(intervals["running"] >= running_max) & (intervals["waiting"].fillna(0) > 0)
+                           & (intervals["kv_usage"].fillna(1.0) < kv_full)]
+        if len(capped) >= 3:
+            return int(running_max), Source(
+                "fitted", f"requests waited while {running_max:.0f} ran and the KV cache had room "
+                f"({len(capped)} scrapes): the batch cap"), notes
+    if running_max > DEFAULT_MAX_NUM_SEQS:
+        return int(running_max), Source("fitted", "the running gauge's maximum (above vLLM's default)"), notes
+    return DEFAULT_MAX_NUM_SEQS, Source(
+        "assumed", f"vLLM's default; the running gauge never reached it (max {running_max:.0f}), so the cap did "
+        "not bind in the data; pass --max-num-seqs"), notes
+
+
+# -- step time ---------------------------------------------------------------------------------------------
+def busy_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Scrape intervals of a replica that decoded throughout: running at both ends, tokens and
+    inter-token gaps in between, no restart, no preemption (its gap is not a step), no scrape gap."""
+    if intervals.empty:
+        return intervals
+    typical = float(intervals["dt_s"].median())
+    ok = ((intervals["resets"] == 0) & (intervals["dt_s"] <= 1.5 * typical) & (intervals["running"] >= 1)
+          & (intervals["running_before"] >= 1) & (intervals["itl_count"] > 0) & (intervals["itl_sum"] > 0)
+          & (intervals["generation_tokens"] > 0) & (intervals["preemptions"].fillna(0) == 0))
+    return intervals[ok.fillna(False)]
+
+
+def _pairs_per_prefill_token(intervals: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
+    """Per interval, the attention pairs a prefilled token costs: sum p^2 / (2 sum p) of the prompts
+    of its replica's 5-minute window (length histograms are per window, not per scrape)."""
+    if windows.empty or "prompt_sq_sum" not in windows:
+        return np.zeros(len(intervals))
+    w = windows[["window_start", "replica", "prompt_sq_sum", "prompt_sum"]].copy()
+    w["ratio"] = w["prompt_sq_sum"] / (2 * w["prompt_sum"]).where(w["prompt_sum"] > 0)
+    keys = intervals[["replica", "ts"]].copy()
+    keys["window_start"] = (keys["ts"] - pd.Timedelta(microseconds=1)).dt.floor(f"{FIT_WINDOW_S}s")
+    merged = keys.merge(w[["window_start", "replica", "ratio"]], on=["window_start", "replica"], how="left")
+    overall = float(np.nansum(w["prompt_sq_sum"]) / max(2 * np.nansum(w["prompt_sum"]), 1e-9))
+    return merged["ratio"].fillna(overall).to_numpy(dtype=float)
+
+
+def _nnls(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative least squares on columns brought to a common scale (so the solver weighs them
+    alike); a column of zeros gets a zero coefficient. (coefficients, residuals)."""
+    norm = np.maximum(np.abs(design).max(axis=0), 1e-12)
+    scaled, _ = nnls(design / norm, y)
+    coef = scaled / norm
+    return coef, y - design @ coef
+
+
+def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[str]
+                  ) -> tuple[np.ndarray, FitQuality, str]:
+    """(a, b, c, d', e, b2) of the mean step time per busy scrape interval, the fit quality, and the
+    basis (b2: per decoding request squared, 0 unless the data shows a batch growing less efficient)."""
+    busy = busy_intervals(intervals)
+    if len(busy) < MIN_INTERVALS:
+        flags.append(f"only {len(busy)} scrape intervals of a replica decoding throughout: the step-time law "
+                     "is assumed (vLLM on one H100, scaled to the observed inter-token latency); export "
+                     "vllm:num_requests_running and the inter-token-latency histogram of a busier period")
+        d = StepTime()
+        coef = np.array([d.base_s, d.per_decode_seq_s, d.per_prefill_token_s, 0.0, d.per_prefill_pair_s, 0.0])
+        return coef, FitQuality(len(busy), math.nan, math.nan, (math.nan, math.nan), "no busy intervals"), "assumed"
+    dt = busy["dt_s"].to_numpy(float)
+    # the mean step a decoding request waited for (its inter-token gap; idle time between requests is
+    # not in it), against the time-averaged number of decoding requests. A step count from
+    # iteration_tokens_total is not used here: it counts prefill-only steps too, which no decoding
+    # request waited for, and so reads the batch low (it bounds the token budget instead)
+    step_s = (busy["itl_sum"] / busy["itl_count"]).to_numpy(float)
+    steps = dt / step_s
+    decoding = busy["itl_sum"].to_numpy(float) / dt
+    basis = "mean inter-token latency per scrape interval against the running batch and prefill tokens"
+    prefill = busy["prompt_tokens"].fillna(0).to_numpy(float) / steps
+    pairs = prefill * _pairs_per_prefill_token(busy, windows)
+    kv = ((busy["kv_usage"] + busy["kv_before"]) / 2).fillna(0).to_numpy(float)
+    linear = np.column_stack([np.ones(len(busy)), decoding, prefill, kv, pairs])
+    coef, resid = _nnls(np.column_stack([linear, np.zeros(len(busy))]), step_s)
+    # a batch that grows less efficient than linearly: kept only when the data clearly shows it
+    curved, curved_resid = _nnls(np.column_stack([linear, decoding ** 2]), step_s)
+    rmse, curved_rmse = np.sqrt((resid ** 2).mean()), np.sqrt((curved_resid ** 2).mean())
+    if curved[5] > 0 and curved_rmse < (1 - CURVATURE_GAIN) * rmse - 1e-9:  # 1 ns: a law already exact
+        coef, resid = curved, curved_resid
+        basis += ", with a term in the batch squared"
+    r2 = 1 - float((resid ** 2).sum()) / max(float(((step_s - step_s.mean()) ** 2).sum()), 1e-30)
+    if coef[0] <= 0:
+        flags.append("the step-time fit found no fixed cost per step (a term the data cannot separate): the "
+                     "law is fitted but weakly identified")
+    quality = FitQuality(windows=len(busy), r2=r2, rmse_s=float(np.sqrt((resid ** 2).mean())),
+                         batch_range=(float(np.percentile(decoding, 1)), float(np.percentile(decoding, 99))),
+                         data=f"{len(busy)} busy scrape intervals of {busy['replica'].nunique()} replicas")
+    return coef, quality, basis
+
+
+def _saturation(intervals: pd.DataFrame) -> list[str]:
+    out = []
+    if intervals.empty:
+        return out
+    kv_max = np.fmax(intervals["kv_usage"].to_numpy(float), intervals["kv_before"].to_numpy(float))
+    if (kv_max >= KV_FULL).any():
+        out.append(f"KV cache >= {KV_FULL:.0%} full at {(kv_max >= KV_FULL).sum()} scrapes")
+    if (intervals["preemptions"].fillna(0) > 0).any():
+        out.append(f"{int(intervals['preemptions'].fillna(0).sum())} preemptions")
+    if (intervals["waiting"].fillna(0) > 0).any():
+        out.append(f"requests waiting at {(intervals['waiting'].fillna(0) > 0).sum()} scrapes")
+    return out
+
+
+def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEvidence,
+              assumptions: Assumptions) -> ReplicaModel:
+    """The fit itself, on the rows of ``capacity__scrape_intervals`` and ``capacity__replica_windows``
+    (a plain function tests call). Never raises on what the data lacks: see ``flags``."""
+    flags: list[str] = []
+    sources: dict[str, Source] = {}
+    kv_tokens, sources["kv_tokens"], block_size, sources["block_size"] = _kv_capacity(evidence, assumptions, flags)
+    mnbt, sources["max_num_batched_tokens"] = _max_num_batched_tokens(evidence, assumptions)
+    max_len, sources["max_model_len"] = _max_model_len(evidence, assumptions)
+    max_seqs, sources["max_num_seqs"], notes = _max_num_seqs(intervals, assumptions)
+    router = assumptions.router or DEFAULT_ROUTER
+    sources["router"] = (Source("given", "--router") if assumptions.router else
+                         Source("assumed", "the metrics do not show how requests are routed; pass --router"))
+    if intervals.empty or intervals["kv_usage"].isna().all():
+        if math.isnan(kv_tokens):
+            flags.append("no KV-usage gauge (vllm:kv_cache_usage_perc): the KV capacity cannot be fitted; "
+                         + VLLM_KV_HINT)
+    coef, quality, basis = fit_step_time(intervals, windows, flags)
+    step_source = Source("assumed" if basis == "assumed" else "fitted", basis if basis != "assumed" else
+                         "vLLM-on-H100 defaults, scaled by the calibration")
+    for name in ("step_base_s", "step_per_seq_s", "step_per_seq_sq_s", "step_per_prefill_token_s",
+                 "step_per_context_token_s", "step_per_prefill_pair_s"):
+        sources[name] = step_source
     observed = {
-        "running_max": float(frame["running_max"].max()),
-        "kv_max": float(frame["kv_max"].max()) if frame["kv_max"].notna().any() else float("nan"),
-        "replicas": int(frame["replica"].nunique()),
-        "windows": len(frame),
+        "running_max": float(intervals["running"].max()) if len(intervals) else math.nan,
+        "kv_max": float(intervals["kv_usage"].max()) if len(intervals) and intervals["kv_usage"].notna().any()
+        else math.nan,
+        "replicas": int(intervals["replica"].nunique()) if len(intervals) else 0,
+        "intervals": len(intervals),
+        # d' is the context cost at a full cache; d (per token) needs the KV capacity
+        "context_cost_at_full_cache_s": float(coef[3]),
     }
-    max_seqs = assumptions.max_num_seqs
-    notes = []
-    if observed["running_max"] > max_seqs:
-        max_seqs = int(observed["running_max"])
-        notes.append(f"max_num_seqs raised to the observed running maximum {max_seqs}")
+    saturation = _saturation(intervals)
+    per_context = coef[3] / kv_tokens if math.isfinite(kv_tokens) and kv_tokens > 0 else 0.0
     return ReplicaModel(
-        step_base_s=float(coef[0]),
-        step_per_seq_s=float(coef[1]),
-        step_per_prefill_token_s=float(coef[2]),
-        step_per_context_token_s=float(coef[3]),
-        step_per_prefill_pair_s=float(coef[4]),
-        kv_tokens=kv_tokens,
-        kv_source=kv_source,
-        max_num_seqs=max_seqs,
-        max_num_batched_tokens=assumptions.max_num_batched_tokens,
-        block_size=block_size,
-        fit=FitQuality(windows=len(busy), r2=r2, rmse_s=float(np.sqrt((resid**2).mean())),
-                       batch_range=(float(busy["running_mean"].min()), float(busy["running_mean"].max())),
-                       data=f"{len(busy)} busy {window_s} s windows of {observed['replicas']} replicas"),
-        saturation_observed=bool(saturation),
-        saturation_evidence=saturation,
-        observed=observed,
-        assumptions=assumptions,
-        notes=notes,
-    )
+        step_base_s=float(coef[0]), step_per_seq_s=float(coef[1]), step_per_prefill_token_s=float(coef[2]),
+        step_per_context_token_s=float(per_context), step_per_prefill_pair_s=float(coef[4]),
+        kv_tokens=kv_tokens, kv_source=f"{sources['kv_tokens'].kind}: {sources['kv_tokens'].detail}",
+        max_num_seqs=max_seqs, max_num_batched_tokens=mnbt, block_size=block_size, fit=quality,
+        saturation_observed=bool(saturation), saturation_evidence=saturation, observed=observed,
+        assumptions=assumptions, notes=notes, max_model_len=max_len, router=router, sources=sources,
+        flags=flags, step_basis=basis, step_per_seq_sq_s=float(coef[5]))
+
+
+def set_kv_tokens(model: ReplicaModel, kv_tokens: float) -> None:
+    """Put the KV capacity in (the fit by simulation's result), keeping the context cost per step at a
+    full cache that the step-time fit measured."""
+    full_cost = model.observed.get("context_cost_at_full_cache_s", 0.0)
+    model.kv_tokens = float(kv_tokens)
+    model.step_per_context_token_s = full_cost / kv_tokens if kv_tokens > 0 else 0.0

@@ -9,10 +9,12 @@ requests (``split="requests"``) or equally (``split="equal"``); a path row's ``h
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
 from app.economics import money
+from app.economics.capacity import parameter_value
 from app.economics.scenarios import Analysis, Prediction
 
 SPLITS = ("requests", "equal")
@@ -43,6 +45,7 @@ def price_rows(analysis: Analysis, predictions: list[Prediction], prices: money.
                 "breach_share_high": p.breach_share_high,
                 "ttft_share": p.ttft_share, "tpot_share": p.tpot_share,
                 "extrapolated": p.extrapolated, "extrapolation_reasons": p.reasons,
+                "flagged": p.flagged, "flags": p.flags,
                 "requests": requests[p.path],
                 **cost,
                 "breach_cost_low": requests[p.path] * p.breach_share_low * price,
@@ -60,10 +63,11 @@ def fleet_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         key = (r["replicas"], r["traffic"], r["context"])
         t = acc.setdefault(key, {"headroom_cost": 0.0, "breach_cost": 0.0, "breach_cost_low": 0.0,
-                                 "breach_cost_high": 0.0, "extrapolated": False})
+                                 "breach_cost_high": 0.0, "extrapolated": False, "flagged": False})
         for k in ("headroom_cost", "breach_cost", "breach_cost_low", "breach_cost_high"):
             t[k] += r[k]
         t["extrapolated"] = t["extrapolated"] or r["extrapolated"]
+        t["flagged"] = t["flagged"] or r.get("flagged", r["extrapolated"])
     out = []
     for (n, g, m), t in sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         out.append({"replicas": n, "traffic": g, "context": m, **t,
@@ -140,23 +144,41 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
             **model.as_json(),
             "calibration": analysis.calibration,
             "model_error_at_observed_replicas": analysis.model_error,
+            "fleet_at_observed_replicas": analysis.fleet_residual,
             "demand_notes": analysis.demand.notes,
         },
+        "flags": [{"path": f.path, "message": f.message, "widens_by": f.width, "sensitivity_envelope": f.envelope}
+                  for f in analysis.flags],
         "cross_check": cross_check,
         "queueing": queueing,
         "assumptions": stated_assumptions(analysis),
     }
 
 
+ENGINE_FACTS = (("router", "router", "--router"), ("max_num_seqs", "batch cap max_num_seqs", "--max-num-seqs"),
+                ("max_num_batched_tokens", "chunked-prefill token budget max_num_batched_tokens",
+                 "--max-num-batched-tokens"),
+                ("kv_tokens", "KV capacity (tokens per replica)", "--kv-cache-tokens"),
+                ("max_model_len", "max_model_len", "--max-model-len"), ("block_size", "KV block size", "--block-size"))
+
+
 def stated_assumptions(analysis: Analysis) -> list[str]:
-    """What the metrics cannot show, in words (each is settable: CLI flags or the dashboard)."""
-    a = analysis.model.assumptions
-    return [
-        f"router: {a.router} (--router)",
-        f"batch cap max_num_seqs = {analysis.model.max_num_seqs} (--max-num-seqs; observed running "
-        f"max {analysis.model.observed.get('running_max', float('nan')):.0f})",
-        f"chunked-prefill token budget max_num_batched_tokens = {a.max_num_batched_tokens} "
-        "(--max-num-batched-tokens)",
+    """What the twin runs on that the metrics cannot show or did not show, in words, with where each
+    value came from (each engine fact is settable: CLI flags or the dashboard)."""
+    m = analysis.model
+    out = []
+    for name, label, flag in ENGINE_FACTS:
+        src = m.sources.get(name)
+        value = parameter_value(m, name)
+        shown = f"{value:,.0f}" if isinstance(value, float) else str(value)
+        how = f"{src.kind}: {src.detail}" if src else "set"
+        if not src or (src.kind != "given" and "pass --" not in src.detail):
+            how += f"; {flag}"
+        out.append(f"{label} = {shown} ({how})")
+    running_max = m.observed.get("running_max", math.nan)
+    if math.isfinite(running_max):
+        out.append(f"observed running maximum {running_max:.0f} requests per replica")
+    return out + [
         "FCFS admission when the whole prompt fits in free KV blocks; preemption of the most recently "
         "scheduled request when the cache is full (vLLM V1's scheduler)",
         "arrivals Poisson inside each minute, at the observed per-minute count (first tokens shifted back "

@@ -18,7 +18,7 @@ lengths are independent; within a 5-minute block a path's length mix is stationa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from app.cube import ensure_cube
 from app.store import Workspace
 
 DEMAND_WINDOW_S = 60
+ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
 
 
@@ -44,6 +45,10 @@ class LengthDistribution:
     mean_observed: float  # _sum / _count
     max_len: int
     local_shares: np.ndarray | None = None  # [window, bucket] shares where and when they were observed
+    # where inside its bucket a length sits: lower bound + spread x (the fitted shape's offset); the
+    # spread is set so that the mean equals ``_sum / _count`` (a max_tokens cap piles outputs at the
+    # bottom of their bucket, which the smooth shape would spread over it)
+    spread: float = 1.0
 
     @classmethod
     def fit(cls, le: np.ndarray, cumulative: np.ndarray, count: float, total: float, max_len: int,
@@ -69,8 +74,44 @@ class LengthDistribution:
 
         start = np.array([math.log(max(mean, 2.0)) if math.isfinite(mean) else 5.0, math.log(0.8)])
         res = optimize.minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-9})
-        return cls(bounds=bounds, shares=per_bucket / per_bucket.sum(), mu=float(res.x[0]),
-                   sigma=float(math.exp(res.x[1])), count=float(n_total), mean_observed=mean, max_len=max_len)
+        out = cls(bounds=bounds, shares=per_bucket / per_bucket.sum(), mu=float(res.x[0]),
+                  sigma=float(math.exp(res.x[1])), count=float(n_total), mean_observed=mean, max_len=max_len)
+        out.spread = out._spread_for_mean()
+        return out
+
+    @classmethod
+    def assumed(cls, mean: float, max_len: int, sigma: float = 0.8) -> LengthDistribution:
+        """Lengths when the export has no length histogram: a lognormal of the given mean (from the
+        token counters) and an assumed spread."""
+        mean = min(max(mean, 1.0), max_len / 2)
+        return cls(bounds=np.zeros(0), shares=np.ones(1), mu=math.log(mean) - sigma * sigma / 2, sigma=sigma,
+                   count=0.0, mean_observed=mean, max_len=max_len)
+
+    def _edges(self) -> tuple[np.ndarray, np.ndarray]:
+        lower = np.concatenate([[0.5], self.bounds + 0.5])
+        upper = np.maximum(np.concatenate([self.bounds + 0.5, [self.max_len + 0.5]]), lower + 1e-6)
+        return lower, upper
+
+    def _spread_for_mean(self) -> float:
+        """The within-bucket spread whose mean length is the observed mean (1 when the histogram has
+        no usable ``_sum``): the mean is linear in the spread, from each bucket's lower bound and the
+        fitted lognormal's mean inside the bucket."""
+        if not math.isfinite(self.mean_observed) or self.mean_observed <= 0:
+            return 1.0
+        lower, upper = self._edges()
+        s, mu = self.sigma, self.mu
+        a, b = stats.norm.cdf((np.log(lower) - mu) / s), stats.norm.cdf((np.log(upper) - mu) / s)
+        pa = stats.norm.cdf((np.log(lower) - mu - s * s) / s)
+        pb = stats.norm.cdf((np.log(upper) - mu - s * s) / s)
+        mass = b - a
+        with np.errstate(invalid="ignore", divide="ignore"):
+            inside = np.where(mass > 1e-12, math.exp(mu + s * s / 2) * (pb - pa) / mass, (lower + upper) / 2)
+        inside = np.clip(inside, lower, upper)
+        base = float((self.shares * lower).sum())
+        offset = float((self.shares * (inside - lower)).sum())
+        if offset <= 0:
+            return 1.0
+        return float(np.clip((self.mean_observed - base) / offset, 0.0, 2.0))
 
     def sample(self, n: int, rng: np.random.Generator, windows: np.ndarray | None = None) -> np.ndarray:
         """``n`` lengths: a bucket by the observed shares (of each request's window when ``windows``
@@ -82,19 +123,16 @@ class LengthDistribution:
             bucket = np.minimum((rng.uniform(size=n)[:, None] > cum).sum(axis=1), len(self.shares) - 1)
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
-        lower = np.concatenate([[0.5], self.bounds + 0.5])[bucket]
-        upper = np.concatenate([self.bounds + 0.5, [self.max_len + 0.5]])[bucket]
-        upper = np.maximum(upper, lower + 1e-6)
+        lower, upper = (e[bucket] for e in self._edges())
         dist = stats.lognorm(s=self.sigma, scale=math.exp(self.mu))
         lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
         # where the fit puts no mass inside the bucket, fall back to uniform inside it
         flat = hi_cdf - lo_cdf < 1e-12
         u = rng.uniform(size=n)
         x = np.where(flat, lower + u * (upper - lower), dist.ppf(lo_cdf + u * np.where(flat, 0, hi_cdf - lo_cdf)))
+        if self.spread != 1.0:
+            x = np.minimum(lower + self.spread * (x - lower), upper)
         return np.clip(np.rint(x), 1, self.max_len).astype(np.int64)
-
-    def model_mean(self, rng: np.random.Generator, n: int = 20000) -> float:
-        return float(self.sample(n, rng).mean())
 
 
 @dataclass
@@ -116,13 +154,34 @@ class Demand:
     paths: list[PathDemand]
     replicas: np.ndarray  # replicas reporting per window (max over paths)
     notes: list[str] = field(default_factory=list)
+    flags: list[tuple[str, str]] = field(default_factory=list)  # (path, what the export lacks)
 
     @property
     def duration_s(self) -> float:
         return float(len(self.replicas) * self.window_s)
 
-    def requests_total(self) -> dict[str, float]:
-        return {p.name: float(p.requests.sum()) for p in self.paths}
+    def span(self, first: int, stop: int) -> Demand:
+        """The demand of windows ``first`` .. ``stop - 1`` only (its origin moves with it)."""
+        def cut(dist: LengthDistribution) -> LengthDistribution:
+            local = dist.local_shares[first:stop] if dist.local_shares is not None else None
+            return replace(dist, local_shares=local)
+
+        paths = [replace(p, window_start=p.window_start[first:stop], requests=p.requests[first:stop],
+                         ttft_mean_s=p.ttft_mean_s[first:stop], prompt=cut(p.prompt), output=cut(p.output))
+                 for p in self.paths]
+        return Demand(origin=self.origin + first * self.window_s, window_s=self.window_s, paths=paths,
+                      replicas=self.replicas[first:stop], notes=list(self.notes), flags=list(self.flags))
+
+    def busiest_span(self, hours: float) -> tuple[int, int]:
+        """(first, stop) window indexes of the ``hours`` with the most requests (the whole range when it
+        is shorter)."""
+        n = int(round(hours * 3600 / self.window_s))
+        total = sum(p.requests for p in self.paths)
+        if n >= len(total):
+            return 0, len(total)
+        sums = np.convolve(total, np.ones(n), mode="valid")
+        first = int(np.argmax(sums))
+        return first, first + n
 
 
 def _spread_gaps(grid: pd.DatetimeIndex, observed: pd.Series) -> tuple[np.ndarray, int]:
@@ -179,6 +238,7 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
 
     length_buckets = {s: window_buckets(s) for s in ("prompt_tokens", "generation_tokens")}
     paths, notes = [], []
+    flags: list[tuple[str, str]] = []
     replicas = np.zeros(len(grid))
     for name, part in windows.groupby("path", sort=True):
         part = part.set_index("window_start")
@@ -190,14 +250,21 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
         dists = {}
         for signal in ("prompt_tokens", "generation_tokens"):
             b = lengths[(lengths["path"] == name) & (lengths["signal"] == signal)]
-            if b.empty:
-                raise ValueError(f"path {name}: no {signal} histogram, so request lengths are unknown")
+            if b.empty or not b["cumulative"].max() > 0:
+                # no length histogram: the token counter's mean per request, an assumed spread
+                tokens, requests = float(part[signal].sum()), float(part["requests"].sum())
+                mean = tokens / requests if requests > 0 and tokens > 0 else ASSUMED_MEAN[signal]
+                dists[signal] = LengthDistribution.assumed(mean, max_model_len)
+                how = "the token counter's mean" if requests > 0 and tokens > 0 else "an assumed mean"
+                flags.append((str(name), f"{name}: no vllm:request_{signal.split('_')[0]}_tokens histogram: "
+                              f"lengths are a lognormal of {how} ({mean:,.0f} tokens) and an assumed spread; "
+                              "export the length histograms"))
+                continue
             dists[signal] = LengthDistribution.fit(b["le"].to_numpy(), b["cumulative"].to_numpy(),
                                                    float(b["total_count"].iloc[0]), float(b["total_sum"].iloc[0]),
                                                    max_model_len)
-        for signal in ("prompt_tokens", "generation_tokens"):
-            b = length_buckets[signal]
-            local = _bucket_shares(b[b["path"] == name], grid, block=LENGTH_BLOCK)
+            bw = length_buckets[signal]
+            local = _bucket_shares(bw[bw["path"] == name], grid, block=LENGTH_BLOCK)
             dists[signal].local_shares = local if local.shape[1] == len(dists[signal].shares) else None
         paths.append(PathDemand(name=str(name),
                                 window_start=grid.to_numpy().astype("datetime64[s]").astype(float),
@@ -206,7 +273,7 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
     # a restart or a gap leaves windows with no replica reporting: carry the count across them
     replicas = pd.Series(replicas).replace(0, np.nan).ffill().bfill().to_numpy()
     return Demand(origin=float(grid[0].timestamp()), window_s=DEMAND_WINDOW_S, paths=paths,
-                  replicas=replicas, notes=notes)
+                  replicas=replicas, notes=notes, flags=flags)
 
 
 def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed: int = 0,
@@ -234,7 +301,9 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         # lengths are observed at finish: a request takes the length mix of the window it ended in
         prompt = p.prompt.sample(total, rng, windows=idx)
         if context != 1.0:
-            prompt = np.minimum(np.rint(prompt * context), max_model_len - 64).astype(np.int64)
+            prompt = np.rint(prompt * context)
+        # every request must fit the twin's longest sequence, or it would wait for ever
+        prompt = np.clip(prompt, 1, max(1, max_model_len - 64)).astype(np.int64)
         output = p.output.sample(total, rng, windows=idx)
         output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
         parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,

@@ -7,7 +7,7 @@ import io
 from typing import Any
 
 CSV_FIELDS = ["replicas", "traffic", "context", "path", "breach_share", "breach_share_low", "breach_share_high",
-              "ttft_share", "tpot_share", "extrapolated", "requests", "expected_breaches", "breach_cost",
+              "ttft_share", "tpot_share", "extrapolated", "flagged", "requests", "expected_breaches", "breach_cost",
               "headroom_cost", "total_cost", "cost_per_kept_request"]
 
 
@@ -29,14 +29,14 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
     for t in doc["fleet"]:
         out.append(f"| {t['replicas']} | x{t['traffic']:g} | x{t['context']:g} | {_usd(t['headroom_cost'])} | "
                    f"{_usd(t['breach_cost'])} [{_usd(t['breach_cost_low'])}, {_usd(t['breach_cost_high'])}] | "
-                   f"{_usd(t['total_cost'])} | {'extrapolated' if t['extrapolated'] else ''} |")
+                   f"{_usd(t['total_cost'])} | {'extrapolated' if t['extrapolated'] else ('flagged' if t.get('flagged') else '')} |")
     out += ["", "| replicas | traffic | context | path | joint breach [low, high] | TTFT | TPOT | requests | "
             "breach cost | cost per kept request |", "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["scenarios"]:
         kept = "n/a" if r["cost_per_kept_request"] is None else f"${r['cost_per_kept_request']:.5f}"
         out.append(f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {r['path']} | "
                    f"{_pct(r['breach_share'])} [{_pct(r['breach_share_low'])}, {_pct(r['breach_share_high'])}]"
-                   f"{' *' if r['extrapolated'] else ''} | {_pct(r['ttft_share'])} | {_pct(r['tpot_share'])} | "
+                   f"{' *' if r['extrapolated'] else (' !' if r.get('flagged') else '')} | {_pct(r['ttft_share'])} | {_pct(r['tpot_share'])} | "
                    f"{r['requests']:,.0f} | {_usd(r['breach_cost'])} | {kept} |")
     out.append("")
     for c in doc["cheapest_by_traffic_context"]:
@@ -47,28 +47,76 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
     for path, price in doc["break_even_breach_price"].items():
         txt = "n/a (no next scenario, or it removes no breach)" if price is None else f"${price:.4f}"
         out.append(f"- break-even price of one {path} breach for one more replica than the cheapest: {txt}")
-    m = doc["capacity_model"]
-    out += ["", "Capacity model of one replica (fitted from the metrics): step time "
-            f"{1e3 * m['step_base_s']:.2f} ms + {1e6 * m['step_per_seq_s']:.1f} µs per decoding sequence + "
-            f"{1e6 * m['step_per_prefill_token_s']:.2f} µs per prefill token; KV capacity {m['kv_tokens']:,.0f} tokens "
-            f"({m['kv_source']}); fit on {m['fit']['data']}, R² {m['fit']['r2']:.2f}; saturation "
-            + ("observed: " + "; ".join(m["saturation_evidence"]) if m["saturation_observed"]
-               else "never observed — capacity is a lower bound") + "."]
-    cal = m.get("calibration") or {}
-    if "fit_window_s" in cal:
-        out.append(f"Step time fitted on {cal['fit_window_s']} s replica windows.")
-    if "tpot_scale" in cal:
-        out.append(f"Calibration at the observed fleet size: step time x{cal['tpot_scale']:.3f}, prefill x"
-                   f"{cal['prefill_scale']:.3f} ({cal['matched']}).")
-    errs = m.get("model_error_at_observed_replicas") or {}
-    for path, e in errs.items():
-        out.append(f"Replay at the observed fleet size, {path}: relative error TTFT {e['ttft']:.1%}, "
-                   f"TPOT {e['tpot']:.1%}, joint {e['joint']:.1%} (widens every interval).")
-    out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
-               "sensitivity envelope (KV capacity and step time +-15 %).")
+    out += [""] + capacity_model_markdown(doc)
     if doc.get("assumptions"):
         out += ["", "Assumptions the metrics cannot show (settable):"] + [f"- {a}" for a in doc["assumptions"]]
     return "\n".join(out) + "\n" + cross_check_markdown(doc)
+
+
+def _value(name: str, value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if name.endswith("_s") and isinstance(value, float):
+        scale, unit = {"step_base_s": (1e3, "ms"), "step_per_seq_s": (1e6, "µs"), "step_per_seq_sq_s": (1e9, "ns"),
+                       "step_per_prefill_token_s": (1e6, "µs")}.get(name, (1e9, "ns"))
+        return f"{scale * value:.4g} {unit}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+    return str(value)
+
+
+def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
+    """The replica model with each parameter's source, the calibration and the residual at the
+    observed fleet size."""
+    m = doc["capacity_model"]
+    out = ["Capacity model of one replica (each value with where it came from):", "",
+           "| parameter | value | source | how |", "|---|---:|---|---|"]
+    for name, p in (m.get("sources") or {}).items():
+        out.append(f"| {name} | {_value(name, p['value'])} | {p['kind']} | {p['detail']} |")
+    fit = m["fit"]
+    out += ["", f"Step time fitted on {fit['data']} ({m.get('step_basis') or 'n/a'}), R² "
+            + ("n/a" if fit["r2"] is None else f"{fit['r2']:.2f}") + "; saturation "
+            + ("observed: " + "; ".join(m["saturation_evidence"]) if m["saturation_observed"]
+               else "never observed — capacity is a lower bound") + "."]
+    cal = m.get("calibration") or {}
+    if "tpot_scale" in cal:
+        out.append(f"Calibration at the observed fleet size ({len(cal.get('rounds', []))} twin runs"
+                   f"{'' if cal.get('converged') else ', stopped before converging'}): step time "
+                   f"x{cal['tpot_scale']:.3f}, prefill x{cal['prefill_scale']:.3f} ({cal['matched']}).")
+    elif cal.get("off"):
+        out.append("Calibration off (--no-calibrate): the twin runs the fitted law as it is.")
+    errs = m.get("model_error_at_observed_replicas") or {}
+    for path, e in errs.items():
+        out.append(f"Residual at the observed fleet size, {path}: TTFT {_pct(e.get('ttft_predicted'))} (observed "
+                   f"{_pct(doc['observed']['ttft_share'].get(path))}), TPOT {_pct(e.get('tpot_predicted'))} "
+                   f"(observed {_pct(doc['observed']['tpot_share'].get(path))}), mean queue "
+                   f"{_ms(e.get('queue_mean_s_predicted'))} (observed {_ms(e.get('queue_mean_s_observed'))}); "
+                   f"relative {_frac(e.get('ttft'))} / {_frac(e.get('tpot'))} (widens every interval; above 10 % "
+                   "flags the path).")
+    fleet = m.get("fleet_at_observed_replicas") or {}
+    if fleet:
+        out.append(f"Fleet at the observed size: running {_num(fleet.get('running_mean_predicted'))} per replica "
+                   f"(observed {_num(fleet.get('running_mean_observed'))}), waiting "
+                   f"{_num(fleet.get('waiting_mean_predicted'))} ({_num(fleet.get('waiting_mean_observed'))}), "
+                   f"mean inter-token latency {_ms(fleet.get('itl_mean_s_predicted'))} "
+                   f"({_ms(fleet.get('itl_mean_s_observed'))}).")
+    for f in doc.get("flags", []):
+        out.append(f"! flag ({f['path'] or 'every path'}): {f['message']}")
+    out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
+               "sensitivity envelope (KV capacity and step time +-15 %). ! flagged for a reason above.")
+    return out
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{1e3 * x:.1f} ms"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _frac(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
 
 
 def scenarios_csv(doc: dict[str, Any]) -> str:

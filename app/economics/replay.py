@@ -12,15 +12,15 @@ finish, like the histograms the observed shares come from.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.economics.capacity import ReplicaModel
 from app.economics.demand import Demand, synthesize
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.fleet import run_fleet
+from app.simulator.fleet import FleetRun, run_fleet
 from app.simulator.records import NO_TIME, run_arrays
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
 
@@ -47,27 +47,42 @@ class RunShares:
     sim_seconds: float
 
 
-def twin_config(model: ReplicaModel, replicas: int, max_model_len: int = 32768) -> FleetConfig:
+def twin_max_model_len(model: ReplicaModel) -> int:
+    """The longest sequence the twin admits: ``max_model_len``, but never more than the KV cache holds
+    (vLLM refuses to start otherwise; a fit that puts the KV capacity below ``max_model_len`` is
+    flagged by the analysis, and the twin caps lengths instead of refusing)."""
+    kv = model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
+    longest = max(MIN_TWIN_LEN, min(model.max_model_len, kv))
+    return int(longest // model.block_size * model.block_size)
+
+
+UNBOUNDED_KV_TOKENS = 50_000_000  # the twin's KV capacity while it is being fitted (never binds)
+MIN_TWIN_LEN = 256
+
+
+def twin_config(model: ReplicaModel, replicas: int) -> FleetConfig:
     a = model.assumptions
+    kv = model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
     engine = EngineConfig(
         model="twin",
         max_num_seqs=model.max_num_seqs,
         max_num_batched_tokens=model.max_num_batched_tokens,
         block_size=model.block_size,
-        num_gpu_blocks=max(1, int(model.kv_tokens // model.block_size)),
-        max_model_len=max_model_len,
+        num_gpu_blocks=max(twin_max_model_len(model) // model.block_size, int(kv // model.block_size)),
+        max_model_len=twin_max_model_len(model),
     )
     step = StepTime(
         base_s=model.step_base_s * a.tpot_scale,
         per_decode_seq_s=model.step_per_seq_s * a.tpot_scale,
+        per_decode_seq_sq_s=model.step_per_seq_sq_s * a.tpot_scale,
         per_prefill_token_s=model.step_per_prefill_token_s * a.prefill_scale,
         per_context_token_s=model.step_per_context_token_s * a.tpot_scale,
         per_prefill_pair_s=model.step_per_prefill_pair_s * a.prefill_scale,
-        noise_sigma=0.0,
+        noise_sigma=model.step_jitter,
         frontend_s=0.0,
         frontend_per_token_s=0.0,
     )
-    return FleetConfig(replicas=replicas, router=a.router, engine=engine, step=step, scrape_interval_s=60.0)
+    return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=60.0)
 
 
 def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
@@ -108,26 +123,44 @@ def demand_requests(demand: Demand, traffic: float = 1.0, context: float = 1.0, 
     return _with_warmup(demand, synthesize(demand, traffic, context, seed, max_model_len), seed)
 
 
+def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float = 1.0, context: float = 1.0,
+             seed: int = 0, requests: Mapping[str, np.ndarray] | None = None) -> tuple[FleetRun, dict[str, np.ndarray]]:
+    """One twin run of a scenario: the fleet run (its per-minute gauges) and the per-request outcomes.
+    ``requests``: ``demand_requests`` of the same arguments, when the caller has them already (the
+    runs of a grid at several N' replay the same requests)."""
+    max_len = twin_max_model_len(model)
+    reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
+    trace = _trace(demand, reqs, seed, max_len)
+    run = run_fleet(trace, twin_config(model, replicas), seed=seed, drain=True, metrics=False)
+    return run, outcomes(run)
+
+
+def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
+    """Twin times (seconds since the twin's origin) that fall inside the export's range."""
+    return (t >= WARMUP_S) & (t < WARMUP_S + demand.duration_s)
+
+
 def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
-           traffic: float = 1.0, context: float = 1.0, seed: int = 0, max_model_len: int = 32768,
+           traffic: float = 1.0, context: float = 1.0, seed: int = 0,
            requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
-    """One replay run of a scenario. ``requests``: ``demand_requests`` of the same arguments, when
-    the caller has them already (the runs of a grid at several N' replay the same requests)."""
-    reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_model_len)
-    trace = _trace(demand, reqs, seed, max_model_len)
-    run = run_fleet(trace, twin_config(model, replicas, max_model_len), seed=seed, drain=True, metrics=False)
-    d = outcomes(run)
-    in_export = lambda t: (t >= WARMUP_S) & (t < WARMUP_S + demand.duration_s)  # noqa: E731
-    names = trace.path_names
-    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=run.sim_seconds)
+    """One replay run of a scenario, reduced to its breach shares."""
+    run, d = run_twin(model, demand, replicas, traffic, context, seed, requests)
+    return shares_of(d, demand, run.trace.path_names, thresholds, run.sim_seconds)
+
+
+def shares_of(d: Mapping[str, np.ndarray], demand: Demand, names: Sequence[str],
+              thresholds: Mapping[str, Thresholds], sim_seconds: float = 0.0) -> RunShares:
+    """Per path over the export's range, and per window: first tokens and TTFT breaches (by first-token
+    time), finished requests and joint breaches (by finish time), as the histograms observe them."""
+    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim_seconds)
     n_windows = int(round(demand.duration_s / demand.window_s))
     for k, name in enumerate(names):
         th = thresholds.get(name)
         if th is None:
             continue
         is_path = d["path"] == k
-        first = is_path & ~np.isnan(d["first_token"]) & in_export(d["first_token"])
-        done = is_path & d["finished"] & in_export(d["finish"])
+        first = is_path & ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
+        done = is_path & d["finished"] & in_export(demand, d["finish"])
         ttft_b = d["ttft_s"] > th.ttft_s if th.ttft_s is not None else np.zeros(len(d["ttft_s"]), bool)
         tpot_b = d["tpot_s"] > th.tpot_s if th.tpot_s is not None else np.zeros(len(d["tpot_s"]), bool)
         joint_b = ttft_b | tpot_b
@@ -144,7 +177,3 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
             "joint_breached": np.bincount(wd, weights=joint_b[done], minlength=n_windows)[:n_windows],
         }
     return out
-
-
-def with_scales(model: ReplicaModel, tpot_scale: float, prefill_scale: float) -> ReplicaModel:
-    return replace(model, assumptions=replace(model.assumptions, tpot_scale=tpot_scale, prefill_scale=prefill_scale))

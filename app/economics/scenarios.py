@@ -1,20 +1,21 @@
-"""Scenarios: fit the replica model and the demand once, calibrate the twin at the observed fleet size,
-then predict per path the breach shares at N' replicas, traffic x g and context x m, with an interval.
+"""Scenarios: fit the replica model and the demand once, fit and calibrate the twin at the observed
+fleet size, then predict per path the breach shares at N' replicas, traffic x g and context x m, with
+an interval.
 
-Model error: the twin is replayed at the observed replica count and its per-path breach shares are
-compared with the observed ones (from the histograms); the relative error is shown and widens every
-interval. Calibration is optional (off by default, stated in the output when on): two scale factors
-are then set so that the twin's mean TPOT and mean TTFT equal the observed means (``_sum``/``_count``):
-``tpot_scale`` on the step time, ``prefill_scale`` on the prefill work. On the simulated test fleet
-the uncalibrated twin fitted on 5-minute windows was the more accurate, so calibration is a choice
-the operator makes, not a default.
+The observed fleet must come out right: by default the twin is calibrated at the observed replica
+count (:mod:`app.economics.calibration`: KV capacity when the export has no engine config, the step
+and prefill time levels), then replayed there with several seeds; its per-path TTFT and TPOT shares
+are set against the histograms'. What remains is the *residual*: shown per path, it widens every
+interval of that path, and above ``RESIDUAL_FLAG`` it flags every scenario of the path.
 
-Interval: the spread over seeds, widened by the model error at the observed N. A scenario is flagged
-``extrapolated`` when it leaves what the data supports: a peak per-replica load above the highest
-observed (when the data never showed the fleet saturated), a context multiplier (the length
-distribution was never observed at that size), or fewer replicas than observed without observed
-saturation. A flagged scenario's interval also spans the twin run with the KV capacity and step
-time each 15 % less favourable and more favourable (a sensitivity envelope).
+Interval: the spread over seeds, widened by the larger of the residual at the observed N and
+``MIN_REL_ERROR``. A scenario is flagged when the model cannot stand behind it: it leaves what the
+data supports (a per-replica peak load above the highest observed when the data never showed the
+fleet saturated, a context multiplier: that length distribution was never observed, or a peak far
+above the observed), the path's residual is above ``RESIDUAL_FLAG``, or a model parameter could not
+be identified (each flag names the series or setting that would fix it). A flagged scenario's
+interval also spans the twin run with the KV capacity and step time each 15 % less and more
+favourable (a sensitivity envelope), and is widened by each flag's own width.
 """
 
 from __future__ import annotations
@@ -29,19 +30,24 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from app import sql
 from app.cube import ensure_cube
-from app.economics.capacity import Assumptions, ReplicaModel, fit_replica
+from app.economics import calibration, capacity
+from app.economics.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
 from app.economics.demand import Demand, observed_demand
-from app.economics.replay import RunShares, Thresholds, demand_requests, replay
+from app.economics.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
 
-CALIBRATION_ROUNDS = 2
-FIT_WINDOWS_S = (300,)
 SENSITIVITY = 0.15
 MIN_REL_ERROR = 0.25  # the interval is never narrower than +-25 % of the point (the accuracy measured on simulated truth)
 MIN_ABS_ERROR = 0.002  # nor than +-0.2 percentage point
+CALIBRATION_HOURS = 6.0  # the calibration replays the busiest this many hours of the export
+RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged
+RESIDUAL_FLOOR = 0.01  # shares below 1 % are compared in absolute terms (0.1 pp = 10 % of 1 %)
+UNIDENTIFIED_WIDTH = 1.0  # a flag for a parameter the data cannot identify widens by +-100 %
 
 
 @dataclass
@@ -59,14 +65,29 @@ class Observed:
 
 
 @dataclass
+class Flag:
+    """Why the model cannot stand behind some scenarios: ``path`` None applies to every path; ``width``
+    the relative widening of the interval it adds; ``envelope``: the interval also spans the
+    sensitivity envelope (a parameter the data could not pin down), not only the widening."""
+
+    message: str
+    path: str | None = None
+    width: float = 0.0
+    envelope: bool = True
+    gap: float = 0.0  # the absolute share the twin was off by at the observed N (it widens by that too)
+
+
+@dataclass
 class Analysis:
     model: ReplicaModel
     demand: Demand
     observed: Observed
     thresholds: dict[str, Thresholds]
     calibration: dict[str, Any] = field(default_factory=dict)
-    model_error: dict[str, dict[str, float]] = field(default_factory=dict)  # path -> metric -> relative error
+    model_error: dict[str, dict[str, float]] = field(default_factory=dict)  # path -> metric -> residual
     peak_load_observed: float = 0.0  # requests/s per replica, highest 5-minute window
+    flags: list[Flag] = field(default_factory=list)
+    fleet_residual: dict[str, float] = field(default_factory=dict)  # running, waiting: observed and twin
 
 
 @dataclass
@@ -84,19 +105,19 @@ class Prediction:
     extrapolated: bool
     reasons: list[str]
     seeds: list[dict[str, float]]
+    flagged: bool = False
+    flags: list[str] = field(default_factory=list)  # every reason: extrapolation, identification, residual
 
 
 def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
-              replicas: int | None) -> tuple[Observed, dict[str, Thresholds]]:
+              replicas: int | None) -> tuple[Observed, dict[str, Thresholds], Any]:
     cube_id = ensure_cube(ws, dataset_ids, 300, path_labels)
     start, end = time_range(ws, cube_id, None, None)
     frame = shares(ws, cube_id, promises, start, end, include_failed=False)
     if frame.empty:
         raise ValueError("no path with a TTFT/TPOT histogram and a promise: nothing to predict")
-    means = ws.cursor().execute(
-        "select path, signal, sum(value) filter (where stat = 'sum') / sum(value) filter (where stat = 'count') "
-        "from cube_rows where cube_id = $id and signal in ('ttft', 'tpot') group by all", {"id": cube_id}).fetchall()
-    mean = {(p, s): v for p, s, v in means}
+    means = sql.df(ws.cursor(), "capacity__path_latency_means", cube_id=cube_id)
+    mean = {(r.path, r.signal): (r.sum / r.count if r.count else None) for r in means.itertuples()}
     if replicas is None:
         per_window = ws.cursor().execute(
             "select window_start, max(value) from cube_rows where cube_id = $id and stat = 'replicas' "
@@ -113,125 +134,170 @@ def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], pa
         ttft_mean_s={p: mean.get((p, "ttft")) for p in th},
         tpot_mean_s={p: mean.get((p, "tpot")) for p in th},
     )
-    return obs, th
+    return obs, th, means
 
 
 def _f(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def _mean_latencies(model: ReplicaModel, demand: Demand, replicas: int, seed: int) -> tuple[dict, dict]:
-    from app.economics.demand import synthesize
-    from app.economics.replay import WARMUP_S, _trace, _with_warmup, outcomes, twin_config
-    from app.simulator.fleet import run_fleet
+def residual(pred: float | None, obs: float | None) -> float:
+    """How far a twin share is from the observed: relative above ``RESIDUAL_FLOOR``, in units of the
+    floor below it (so 0.1 pp off a 0.5 % share counts like 10 % off a 1 % share: the few breaches of
+    a small share are too noisy to be compared relatively)."""
+    if obs is None or pred is None or math.isnan(pred) or math.isnan(obs):
+        return math.nan
+    return abs(pred - obs) / max(obs, RESIDUAL_FLOOR)
 
-    reqs = _with_warmup(demand, synthesize(demand, 1.0, 1.0, seed), seed)
-    trace = _trace(demand, reqs, seed, 32768)
-    d = outcomes(run_fleet(trace, twin_config(model, replicas), seed=seed, drain=True))
-    ttft, tpot = {}, {}
-    for k, name in enumerate(trace.path_names):
-        sel = (d["path"] == k) & (d["first_token"] >= WARMUP_S)
-        done = sel & d["finished"]
-        ttft[name] = float(np.nanmean(d["ttft_s"][sel]))
-        tpot[name] = float(np.nanmean(d["tpot_s"][done]))
-    return ttft, tpot
+
+def _two(pair: tuple[float | None, float | None]) -> str:
+    return "/".join("n/a" if x is None else f"{x:.2f}" for x in pair)
+
+
+def _ratio_off(pred: float, obs: float | None, eps: float = 0.001) -> float:
+    """By how much (a factor - 1) a twin share is off the observed one, either way (0.1 pp cushion)."""
+    if obs is None or pred is None or math.isnan(pred) or math.isnan(obs):
+        return 0.0
+    return (max(pred, obs) + eps) / (min(pred, obs) + eps) - 1.0
+
+
+def _identification_flags(model: ReplicaModel, demand: Demand) -> list[Flag]:
+    flags = [Flag(f"model not identified: {m}", None, UNIDENTIFIED_WIDTH) for m in model.flags]
+    flags += [Flag(f"demand not identified: {m}", path, UNIDENTIFIED_WIDTH) for path, m in demand.flags]
+    longest = max((float(np.concatenate([[0.0], p.prompt.bounds])[np.flatnonzero(p.prompt.shares > 0)].max())
+                   for p in demand.paths if (p.prompt.shares > 0).any()), default=0.0)
+    if longest > model.kv_tokens:
+        flags.append(Flag(f"the KV capacity ({model.kv_tokens:,.0f} tokens) is below prompts the export saw (over "
+                          f"{longest:,.0f} tokens): the fit cannot be right; {VLLM_KV_HINT}", None, UNIDENTIFIED_WIDTH))
+    src = model.sources.get("kv_tokens")
+    if src is not None and src.kind == "assumed":
+        flags.append(Flag(f"KV capacity assumed ({model.kv_tokens:,.0f} tokens): {src.detail}; {VLLM_KV_HINT}",
+                          None, UNIDENTIFIED_WIDTH))
+    if model.sources.get("max_model_len", Source("assumed")).kind != "given" and model.kv_tokens < model.max_model_len:
+        flags.append(Flag(f"the KV capacity ({model.kv_tokens:,.0f} tokens) is below max_model_len "
+                          f"{model.max_model_len} (vLLM would refuse to start): pass --max-model-len, or "
+                          f"--kv-cache-tokens; the twin caps sequences at the KV capacity", None, 0.0))
+    elif model.kv_tokens < model.max_model_len:
+        flags.append(Flag(f"the KV capacity ({model.kv_tokens:,.0f} tokens) is below the given max_model_len "
+                          f"{model.max_model_len} (vLLM would refuse to start): check --kv-cache-tokens; the twin "
+                          "caps sequences at the KV capacity", None, UNIDENTIFIED_WIDTH))
+    return flags
 
 
 def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
             assumptions: Assumptions | None = None, observed_replicas: int | None = None,
-            calibrate: bool = False, seeds: int = 2) -> Analysis:
-    """Fit, reconstruct demand, choose the fit that best reproduces the observed shares at the
-    observed N, optionally calibrate, and measure the model error there."""
-    demand = observed_demand(ws, dataset_ids, path_labels)
-    observed, thresholds = _observed(ws, dataset_ids, promises, path_labels, observed_replicas)
+            calibrate: bool = True, seeds: int = 2, progress: Callable[[str], None] | None = None) -> Analysis:
+    """Fit the replica model and the demand, fit the KV capacity by simulation when no engine config
+    gives it, calibrate the time scales at the observed N (``calibrate``), and measure the residual
+    there. Raises only when there is nothing to predict (no request-latency histogram)."""
+    assumptions = assumptions or Assumptions()
+    say = progress or (lambda _msg: None)
+    intervals = capacity.scrape_intervals(ws, dataset_ids)
+    model = capacity.fit_model(intervals, capacity.replica_windows(ws, dataset_ids),
+                               capacity.engine_evidence(ws, dataset_ids), assumptions)
+    demand = observed_demand(ws, dataset_ids, path_labels, max_model_len=model.max_model_len)
+    observed, thresholds, means = _observed(ws, dataset_ids, promises, path_labels, observed_replicas)
     demand.paths = [p for p in demand.paths if p.name in thresholds]
-    # the step time is fitted on 5-minute and on 1-minute replica windows (the first averages the
-    # sampled gauges better, the second has more busy windows); the one whose replay at the observed
-    # fleet size is closer to the observed shares is kept
-    candidates = []
-    for window_s in FIT_WINDOWS_S:
-        try:
-            candidate = fit_replica(ws, dataset_ids, assumptions, window_s=window_s)
-        except ValueError:
-            continue
-        run = replay(candidate, demand, observed.replicas, thresholds, seed=900)
-        candidates.append((_selection_error(run, observed), window_s, candidate))
-    if not candidates:
-        fit_replica(ws, dataset_ids, assumptions)  # raises the fit's own error
-    _, window_s, model = min(candidates, key=lambda c: c[0])
-    analysis = Analysis(model=model, demand=demand, observed=observed, thresholds=thresholds)
-    analysis.calibration = {"fit_window_s": window_s,
-                            "fit_candidates": [{"window_s": w, "replay_error": e} for e, w, _ in candidates]}
-    if calibrate:
-        tpot_scale, prefill_scale = 1.0, 1.0
-        weights = observed.requests
-        for _ in range(CALIBRATION_ROUNDS):
-            m = replace(model, assumptions=replace(model.assumptions, tpot_scale=tpot_scale,
-                                                   prefill_scale=prefill_scale))
-            ttft_pred, tpot_pred = _mean_latencies(m, demand, observed.replicas, seed=101)
-            tpot_scale *= _weighted_ratio(observed.tpot_mean_s, tpot_pred, weights)
-            prefill_scale *= _weighted_ratio(observed.ttft_mean_s, ttft_pred, weights)
-        analysis.model = replace(model, assumptions=replace(model.assumptions, tpot_scale=tpot_scale,
-                                                            prefill_scale=prefill_scale))
-        analysis.calibration.update({"tpot_scale": tpot_scale, "prefill_scale": prefill_scale,
-                                     "matched": "mean TPOT and mean TTFT at the observed replica count"})
-    runs = [replay(analysis.model, demand, observed.replicas, thresholds, seed=1000 + s) for s in range(seeds)]
+    if not demand.paths:
+        raise ValueError("no path with both a promise and the request histograms the demand is read from")
+    targets = calibration.observed_targets(intervals, demand, means, observed.ttft, observed.tpot)
+    fit_kv = model.sources["kv_tokens"].kind == "fitted"
+    # the calibration replays the busiest CALIBRATION_HOURS (each round is one replay of them)
+    first, stop = demand.busiest_span(CALIBRATION_HOURS)
+    span = demand.span(first, stop)
+    t0 = pd.Timestamp(span.origin, unit="s")
+    in_span = (intervals["ts"] > t0) & (intervals["ts"] <= t0 + pd.Timedelta(seconds=span.duration_s))
+    say(("calibrating the twin" if calibrate else "fitting the KV capacity by simulation")
+        + f" at the observed fleet size on {span.duration_s / 3600:.1f} h from {t0:%Y-%m-%d %H:%M} UTC")
+    span_targets = calibration.observed_targets(intervals[in_span], span, means, observed.ttft, observed.tpot)
+    cal = calibration.calibrate(model, span, observed.replicas, thresholds, span_targets, fit_kv=fit_kv,
+                                scales=calibrate)
+    model = cal.model
+    if assumptions.router is None and calibrate:
+        say("fitting the router: how first tokens spread over the replicas")
+        fitted = calibration.fit_router(model, span, observed.replicas, thresholds, span_targets)
+        if fitted is not None:
+            router, table = fitted
+            if router != model.router:
+                model = replace(model, router=router)
+                cal = calibration.calibrate(model, span, observed.replicas, thresholds, span_targets, fit_kv=fit_kv,
+                                            scales=calibrate)
+                model = cal.model
+            shown = "; ".join(f"{r} {_two(v)}" for r, v in table.items())
+            model.sources["router"] = Source(
+                "fitted", f"work spreads over the replicas as a {router} router spreads it: dispersion of first "
+                f"tokens per minute and of outstanding requests {_two((span_targets.dispersion, span_targets.outstanding_dispersion))} "
+                f"observed; the twin's {shown}")
+    analysis = Analysis(model=model, demand=demand, observed=observed, thresholds=thresholds,
+                        calibration=cal.summary() if (calibrate or fit_kv) else {"off": True})
+    analysis.flags = _identification_flags(model, demand)
+    say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
+    views = [calibration.twin_view(model, demand, observed.replicas, thresholds, seed=1000 + s) for s in range(seeds)]
     for path in thresholds:
-        err = {}
+        err: dict[str, float] = {}
         for metric, obs in (("ttft", observed.ttft), ("tpot", observed.tpot)):
-            pred = float(np.mean([getattr(r, metric)[path] for r in runs]))
-            err[metric] = _rel_error(pred, obs.get(path))
-        pred_joint = float(np.mean([r.joint[path] for r in runs]))
+            pred = float(np.mean([getattr(v, f"{metric}_share")[path] for v in views]))
+            err[metric] = residual(pred, obs.get(path))
+            err[f"{metric}_predicted"] = pred
+        pred_joint = float(np.mean([v.joint_share[path] for v in views]))
         lo, hi = observed.joint_low[path], observed.joint_high[path]
         inside = lo is not None and hi is not None and lo - 1e-12 <= pred_joint <= hi + 1e-12
-        err["joint"] = 0.0 if inside else _rel_error(pred_joint, lo if pred_joint < (lo or 0) else hi)
+        err["joint"] = 0.0 if inside else residual(pred_joint, lo if pred_joint < (lo or 0) else hi)
         err["joint_predicted"] = pred_joint
+        q_obs = targets.queue_mean_s.get(path)
+        q_twin = float(np.mean([v.queue_mean_s.get(path, math.nan) for v in views]))
+        err["queue_mean_s_observed"] = q_obs if q_obs is not None else math.nan
+        err["queue_mean_s_predicted"] = q_twin
         analysis.model_error[path] = err
+        worst = np.nanmax([err["ttft"], err["tpot"], err["joint"], 0.0])
+        if worst > RESIDUAL_FLAG:
+            # the interval widens by the factor the twin is off by at the observed N, whichever way
+            nearest = lo if lo is not None and pred_joint < lo else hi
+            off = {"ttft": (err["ttft_predicted"], observed.ttft.get(path)),
+                   "tpot": (err["tpot_predicted"], observed.tpot.get(path)), "joint": (pred_joint, nearest)}
+            factor = max(_ratio_off(*off[k]) for k in off if err[k] > RESIDUAL_FLAG)
+            gap = max(abs(off[k][0] - (off[k][1] or 0.0)) for k in off if err[k] > RESIDUAL_FLAG)
+            analysis.flags.append(Flag(
+                f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err['ttft_predicted']:.2f} % "
+                f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
+                f"{100 * err['tpot_predicted']:.2f} % against {100 * (observed.tpot.get(path) or 0):.2f} % "
+                f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp)", path,
+                float(max(factor, worst)), envelope=False, gap=gap))
+    analysis.fleet_residual = {
+        "running_mean_observed": targets.running_mean if targets.running_mean is not None else math.nan,
+        "running_mean_predicted": float(np.mean([v.running_mean for v in views])),
+        "waiting_mean_observed": targets.waiting_mean if targets.waiting_mean is not None else math.nan,
+        "waiting_mean_predicted": float(np.mean([v.waiting_mean for v in views])),
+        "itl_mean_s_observed": targets.itl_mean_s if targets.itl_mean_s is not None else math.nan,
+        "itl_mean_s_predicted": float(np.mean([v.itl_mean_s for v in views])),
+    }
     window_requests = sum(p.requests for p in demand.paths)
     per5 = np.convolve(window_requests, np.ones(5), mode="valid") / (5 * demand.window_s)
-    analysis.peak_load_observed = float(np.max(per5 / observed.replicas))
+    analysis.peak_load_observed = float(np.max(per5 / observed.replicas)) if len(per5) else 0.0
     return analysis
 
 
-def _selection_error(run: RunShares, observed: Observed) -> float:
-    """Request-weighted distance of a replay's joint shares from the observed joint interval."""
-    total, weight = 0.0, 0.0
-    for path, pred in run.joint.items():
-        lo, hi = observed.joint_low.get(path), observed.joint_high.get(path)
-        if lo is None or hi is None or math.isnan(pred):
-            continue
-        gap = lo - pred if pred < lo else (pred - hi if pred > hi else 0.0)
-        w = observed.requests.get(path, 0.0)
-        total += w * gap / max(hi, 1e-3)
-        weight += w
-    return total / weight if weight else math.inf
-
-
-def _weighted_ratio(observed: dict[str, float | None], predicted: dict[str, float], weights: dict[str, float]) -> float:
-    num = sum(weights[p] * observed[p] for p in predicted if observed.get(p) and predicted[p] > 0)
-    den = sum(weights[p] * predicted[p] for p in predicted if observed.get(p) and predicted[p] > 0)
-    return num / den if den > 0 else 1.0
-
-
-def _rel_error(pred: float, obs: float | None) -> float:
-    if obs is None or math.isnan(pred):
-        return math.nan
-    return abs(pred - obs) / max(obs, 1e-3)
-
-
-def _flags(analysis: Analysis, replicas: int, traffic: float, context: float) -> list[str]:
+def _extrapolation(analysis: Analysis, replicas: int, traffic: float, context: float) -> list[str]:
     reasons = []
     obs = analysis.observed
     peak = analysis.peak_load_observed * obs.replicas * traffic / replicas
     saturated = analysis.model.saturation_observed
     if context != 1.0:
         reasons.append(f"context x{context:g}: prompt lengths never observed at that size")
-    if not saturated and (peak > analysis.peak_load_observed * 1.05):
-        reasons.append("per-replica peak load above the observed peak, and the data never showed saturation "
-                       "(capacity is a lower bound)")
-    if peak > 2.0 * analysis.peak_load_observed:
-        reasons.append(f"per-replica peak load {peak / analysis.peak_load_observed:.1f}x the observed peak")
+    if analysis.peak_load_observed > 0:
+        if not saturated and (peak > analysis.peak_load_observed * 1.05):
+            reasons.append("per-replica peak load above the observed peak, and the data never showed saturation "
+                           "(capacity is a lower bound)")
+        if peak > 2.0 * analysis.peak_load_observed:
+            reasons.append(f"per-replica peak load {peak / analysis.peak_load_observed:.1f}x the observed peak")
     return reasons
+
+
+def _needs_envelope(analysis: Analysis, replicas: int, traffic: float, context: float, path: str | None = None) -> bool:
+    """Whether a scenario's interval (of ``path``, or of any path when None) spans the sensitivity
+    envelope: it leaves what the data supports, or a parameter it stands on was not identified."""
+    return bool(_extrapolation(analysis, replicas, traffic, context)) or any(
+        f.envelope for f in analysis.flags if f.path is None or path is None or f.path == path)
 
 
 @dataclass(frozen=True)
@@ -247,7 +313,7 @@ class _Job:
 
 def _jobs(analysis: Analysis, replicas: int, traffic: float, context: float, seeds: int) -> list[_Job]:
     jobs = [_Job(replicas, traffic, context, 2000 + s, "fit") for s in range(seeds)]
-    if _flags(analysis, replicas, traffic, context):
+    if _needs_envelope(analysis, replicas, traffic, context):
         jobs += [_Job(replicas, traffic, context, 2000, v) for v in ("worse", "better")]
     return jobs
 
@@ -258,8 +324,12 @@ def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
         return model
     sign = 1 if variant == "worse" else -1
     a = model.assumptions
-    return replace(model, kv_tokens=model.kv_tokens * (1 - sign * SENSITIVITY), assumptions=replace(
+    varied = replace(model, assumptions=replace(
         a, tpot_scale=a.tpot_scale * (1 + sign * SENSITIVITY), prefill_scale=a.prefill_scale * (1 + sign * SENSITIVITY)))
+    varied.kv_tokens = model.kv_tokens * (1 - sign * SENSITIVITY)
+    # the context cost per step at a given occupancy is a property of the engine, not of its size
+    varied.step_per_context_token_s = model.step_per_context_token_s
+    return varied
 
 
 _REQUESTS_KEPT = 4  # synthesized request sets a process keeps (about 30-50 MB each for a day)
@@ -272,7 +342,8 @@ def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], An
     if key not in cache:
         while len(cache) >= _REQUESTS_KEPT:
             del cache[next(iter(cache))]  # the oldest
-        cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed)
+        cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed,
+                                     twin_max_model_len(analysis.model))
     return replay(_variant(analysis.model, job.variant), analysis.demand, job.replicas, analysis.thresholds,
                   job.traffic, job.context, seed=job.seed, requests=cache[key])
 
@@ -298,17 +369,22 @@ def default_workers() -> int:
 
 def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float, runs: list[RunShares],
               envelope: list[RunShares]) -> list[Prediction]:
-    reasons = _flags(analysis, replicas, traffic, context)
+    reasons = _extrapolation(analysis, replicas, traffic, context)
     out = []
     for path in analysis.thresholds:
         joint = [r.joint[path] for r in runs]
         point = float(np.mean(joint))
         err = analysis.model_error.get(path, {}).get("joint", 0.0)
         err = max(err if not math.isnan(err) else 0.0, MIN_REL_ERROR)
-        lo = min(joint + [r.joint[path] for r in envelope])
-        hi = max(joint + [r.joint[path] for r in envelope])
-        low = max(0.0, min(lo * (1 - err), point - MIN_ABS_ERROR))
-        high = min(1.0, max(hi * (1 + err), point + MIN_ABS_ERROR))
+        mine = [f for f in analysis.flags if f.path in (None, path)]
+        err += sum(f.width for f in mine)
+        gap = sum(f.gap for f in mine)
+        spans = envelope if _needs_envelope(analysis, replicas, traffic, context, path) else []
+        lo = min(joint + [r.joint[path] for r in spans])
+        hi = max(joint + [r.joint[path] for r in spans])
+        low = max(0.0, min(lo * (1 - err), lo - gap, point - MIN_ABS_ERROR))
+        high = min(1.0, max(hi * (1 + err), hi + gap, point + MIN_ABS_ERROR))
+        flags = reasons + [f.message for f in mine]
         out.append(Prediction(
             replicas=replicas, traffic=traffic, context=context, path=path,
             requests=float(np.mean([r.requests[path] for r in runs])),
@@ -317,6 +393,7 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
             breach_share=point, breach_share_low=low, breach_share_high=high,
             extrapolated=bool(reasons), reasons=reasons,
             seeds=[{"ttft": r.ttft[path], "tpot": r.tpot[path], "joint": r.joint[path]} for r in runs],
+            flagged=bool(flags), flags=flags,
         ))
     return out
 

@@ -33,6 +33,9 @@ class EngineConfig:
     # when KV blocks for its whole prompt (+ tokens already generated, after a preemption) are free,
     # not just its first chunk; without it long prompts are admitted, then preempt themselves
     reserve_full_prompt: bool = True
+    # share of the KV blocks an admission must leave free (vLLM V0's scheduler kept a 1 % watermark;
+    # V1 keeps none): the twin assumes 0, the accuracy harness's fleets vary it
+    admission_watermark: float = 0.0
 
     def __post_init__(self) -> None:
         # vLLM refuses to start when one max_model_len sequence does not fit in the KV cache
@@ -49,9 +52,11 @@ class EngineConfig:
 class StepTime:
     """Duration of one engine step (one forward pass of the whole batch), Llama-3.1-8B on one H100.
 
-    ``step = base + per_decode_seq * decode_seqs + per_prefill_token * prefill_tokens
-    + per_context_token * context_tokens + per_prefill_pair * prefill_attention_pairs``,
-    times a lognormal noise factor. ``context_tokens`` are the KV tokens the step reads (decode
+    ``step = base + per_decode_seq * decode_seqs + per_decode_seq_sq * decode_seqs^2
+    + per_prefill_token * prefill_tokens + per_context_token * context_tokens
+    + per_prefill_pair * prefill_attention_pairs``, times a lognormal noise factor. The quadratic
+    batch term is 0 here and in the twin (whose law is linear); the accuracy harness gives some of
+    its fleets one, so that the twin meets a step law it cannot represent exactly. ``context_tokens`` are the KV tokens the step reads (decode
     contexts plus prefill chunks with what precedes them); ``prefill_attention_pairs`` is
     chunk x (tokens before it + chunk / 2), the quadratic attention work that makes a 30k-token
     prompt cost ~2 s rather than ~1.5 s. Resulting figures: a decode step takes ~11 ms at batch 8,
@@ -60,6 +65,7 @@ class StepTime:
 
     base_s: float = 0.009  # weights read (~16 GB at ~3 TB/s) + scheduler/launch overhead
     per_decode_seq_s: float = 1.2e-4  # sampling, per-sequence compute at large batch
+    per_decode_seq_sq_s: float = 0.0  # a batch that grows less efficient (per decoding sequence squared)
     per_prefill_token_s: float = 5.0e-5  # ~16 GFLOP/token at ~350 TFLOP/s effective
     per_context_token_s: float = 6.0e-8  # 128 KiB of KV per token read at ~2.2 TB/s
     per_prefill_pair_s: float = 1.3e-9  # ~0.5 MFLOP per (query, key) pair over 32 layers

@@ -114,7 +114,8 @@ class Replica:
         self.max_seqs = engine.max_num_seqs
         self.budget = engine.max_num_batched_tokens
         self.reserve_full = engine.reserve_full_prompt
-        self.a, self.b = step.base_s, step.per_decode_seq_s
+        self.wm = int(engine.admission_watermark * engine.num_gpu_blocks)  # blocks an admission leaves free
+        self.a, self.b, self.b2 = step.base_s, step.per_decode_seq_s, step.per_decode_seq_sq_s
         self.c, self.d, self.e = step.per_prefill_token_s, step.per_context_token_s, step.per_prefill_pair_s
         self.sigma = step.noise_sigma
         self.rng = random.Random(seed)
@@ -288,7 +289,7 @@ class Replica:
             first = reqs.to_prefill[head]
             if not self.reserve_full and first > room:
                 first = room
-            if -(-first // self.bs) <= self.nb - self.used:
+            if -(-first // self.bs) <= self.nb - self.used - self.wm:
                 self._schedule_step()
                 return
         self._plan_stretch()
@@ -319,7 +320,7 @@ class Replica:
         if k_kv < k:
             k = k_kv
         self.s_prefix, self.s_n = prefix, n
-        self.s_A = self.a + self.b * n + self.d * (n * S + self.sum_q)
+        self.s_A = self.a + self.b * n + self.b2 * n * n + self.d * (n * S + self.sum_q)
         self.s_delta = self.d * n
         self.s_f = self._noise()
         if self.inbox:
@@ -415,13 +416,13 @@ class Replica:
             dec_ctx = sum(S + dec[i] for i in sched_dec)
         if not preempted:
             waiting, sched_t = self.waiting, reqs.sched_t
-            max_seqs, reserve_full = self.max_seqs, self.reserve_full
+            max_seqs, reserve_full, wm = self.max_seqs, self.reserve_full, self.wm
             while waiting and budget > 0 and len(running) < max_seqs:
                 i = waiting[0]
                 tot = to_prefill[i]
                 ntok = tot if tot < budget else budget
                 nblk = -(-ntok // bs)
-                if (-(-tot // bs) if reserve_full else nblk) > free:
+                if (-(-tot // bs) if reserve_full else nblk) > free - wm:
                     break
                 waiting.popleft()
                 running[i] = None
@@ -441,7 +442,8 @@ class Replica:
         if n_dec_sched == 0 and pf_tok == 0:
             dur = 1e-3  # an empty step (everything preempted): the engine loops and reschedules
         else:
-            dur = self._noise() * (self.a + self.b * n_dec_sched + self.c * pf_tok
+            dur = self._noise() * (self.a + self.b * n_dec_sched + self.b2 * n_dec_sched * n_dec_sched
+                                   + self.c * pf_tok
                                    + self.d * (dec_ctx + pf_ctx) + self.e * pairs)
         self.st_dec, self.st_pf, self.st_dur = sched_dec, sched_pf, dur
         self.st_tokens, self.st_preempt = n_dec_sched + pf_tok, preempted

@@ -34,6 +34,7 @@ from app.simulator.metrics_catalog import (
     ITERATION_TOKENS,
     ITL,
     ITL_BUCKETS,
+    OPTIONAL_FAMILIES,
     PREEMPTION_BUCKETS,
     REQUEST_LATENCY_BUCKETS,
     TTFT,
@@ -189,3 +190,11 @@ def build_metrics_frame(run: FleetRun) -> pd.DataFrame:
         "ts": pd.to_datetime(np.concatenate(parts_ts), unit="ms", utc=True),
         "value": np.concatenate(parts_v),
     })
+
+
+def minimal_export(frame: pd.DataFrame) -> pd.DataFrame:
+    """The samples without ``OPTIONAL_FAMILIES`` (their ``_bucket``/``_count``/``_sum``/``_created``
+    series included): what a user's minimal export of the same fleet holds."""
+    names = frame["metric"].astype(str)
+    family = names.str.replace(r"_(bucket|count|sum|created)$", "", regex=True)
+    return frame[~(names.isin(OPTIONAL_FAMILIES) | family.isin(OPTIONAL_FAMILIES))].reset_index(drop=True)

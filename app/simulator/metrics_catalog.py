@@ -58,3 +58,10 @@ FINISH_HISTOGRAMS = (
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 ITERATION_TOKENS = "vllm:iteration_tokens_total"
+
+
+# what a minimal export lacks (a `query_range` export or scrape loop of vLLM V1 that kept only the
+# request histograms, gauges and counters): the engine config, the tokens-per-step histogram and the
+# per-phase time histograms
+OPTIONAL_FAMILIES = ("vllm:cache_config_info", ITERATION_TOKENS, "vllm:request_prefill_time_seconds",
+                     "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds")

@@ -1,0 +1,322 @@
+"""Fit by simulation and calibration: the twin at the observed fleet size, replaying the observed
+demand, must show what the observed fleet showed.
+
+The step-time regression (:mod:`app.economics.capacity`) gives the shape of the step law; what it
+cannot pin down, the twin run at the observed replica count can:
+
+- **KV capacity** (when neither given nor in ``cache_config_info``): the tokens the twin's running
+  requests hold, minute by minute, against ``kv_cache_usage_perc`` in the same minutes (both below
+  90 %, where the capacity does not yet shape what is held): capacity = twin tokens / observed usage.
+  Long requests stay longer, so they fill more of the running set than the mean finished prompt says;
+  the twin counts them as they are.
+- **step-time level** (``tpot_scale``): the twin's token-weighted mean inter-token latency against the
+  ITL histogram's ``_sum`` / ``_count``.
+- **prefill level** (``prefill_scale``): the twin's mean TTFT minus mean queue time against the
+  histograms' (what a request waits after it is scheduled: its prefill chunks).
+- **router** (when not given): how unevenly first tokens spread over the replicas minute by minute
+  (``dispersion``), against the twin's under each routing policy.
+
+The three are solved together by a few rounds of a damped fixed point (each round one twin run at the
+observed N). The residual that remains on what was not fitted — the per-path TTFT and TPOT shares at
+the promise's thresholds, the mean queue time, the mean running batch — is reported; the analysis
+flags a path whose shares are off by more than ``RESIDUAL_FLAG`` and widens its intervals by it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.economics.capacity import ReplicaModel, Source, set_kv_tokens
+from app.economics.demand import Demand
+from app.economics.replay import WARMUP_S, Thresholds, in_export, run_twin, shares_of
+from app.simulator.config import ROUTERS
+
+ROUNDS = 6
+TOLERANCE = 0.01  # stop when every fitted quantity moved by less than 1 %
+KV_UNSATURATED = 0.9  # minutes with KV usage below this (observed and twin) size the cache
+SCALE_BOUNDS = (0.2, 5.0)
+ELASTICITY_STEP = 0.03  # a scale must have moved by 3 % for the response to measure its elasticity
+CALIBRATION_SEED = 101
+
+
+@dataclass
+class Targets:
+    """What the observed fleet shows, in the quantities the twin is fitted and judged on."""
+
+    itl_mean_s: float | None  # token-weighted mean inter-token latency (all replicas)
+    prefill_mean_s: float | None  # mean TTFT - mean queue time
+    kv_by_minute: np.ndarray  # fleet-mean KV usage per demand minute (NaN: no scrape)
+    running_mean: float | None  # mean running requests per replica
+    waiting_mean: float | None
+    queue_mean_s: dict[str, float | None]  # per path
+    ttft_share: dict[str, float | None]
+    tpot_share: dict[str, float | None]
+    dispersion: float | None = None  # of first tokens across replicas per minute (see ``dispersion``)
+    outstanding_dispersion: float | None = None  # of running + waiting across replicas per scrape
+
+
+def dispersion(counts: np.ndarray) -> float | None:
+    """How unevenly requests spread over the replicas: per minute the variance of the replicas' first
+    tokens over their mean, pooled over minutes (``counts`` [minute, replica]; minutes with a replica
+    missing are left out). About 1 for a random router (Poisson-like), near 0 for round robin; a
+    least-outstanding or power-of-two router lies between. The metrics show it, so the router is fitted
+    on it by simulation."""
+    ok = np.isfinite(counts).all(axis=1) & (counts.sum(axis=1) > 0)
+    if ok.sum() < 10 or counts.shape[1] < 2:
+        return None
+    c = counts[ok]
+    return float(c.var(axis=1).sum() / c.mean(axis=1).sum())
+
+
+def _minute(ts_unix: np.ndarray, demand: Demand) -> np.ndarray:
+    """Demand minute of each time (windows are (start, start + window])."""
+    return np.ceil((ts_unix - demand.origin) / demand.window_s - 1e-9).astype(int) - 1
+
+
+def _observed_dispersion(intervals: pd.DataFrame, demand: Demand) -> float | None:
+    if intervals.empty:
+        return None
+    typical = float(intervals["dt_s"].median())
+    ok = intervals[(intervals["resets"] == 0) & (intervals["dt_s"] <= 1.5 * typical)]
+    if ok.empty:
+        return None
+    n_min = int(round(demand.duration_s / demand.window_s))
+    replicas = sorted(ok["replica"].unique())
+    counts = np.full((n_min, len(replicas)), np.nan)
+    minute = _minute(ok["ts"].astype("datetime64[us]").astype("int64").to_numpy() / 1e6, demand)
+    col = ok["replica"].map({r: i for i, r in enumerate(replicas)}).to_numpy()
+    keep = (minute >= 0) & (minute < n_min)
+    frame = pd.DataFrame({"m": minute[keep], "r": col[keep], "n": ok["ttft_count"].to_numpy(float)[keep]})
+    # a minute counts only when every scrape of it is there for that replica
+    per = frame.groupby(["m", "r"]).agg(n=("n", "sum"), k=("n", "size")).reset_index()
+    full = per["k"] >= int(round(demand.window_s / typical))
+    counts[per["m"][full], per["r"][full]] = per["n"][full]
+    return dispersion(counts)
+
+
+def _observed_outstanding_dispersion(intervals: pd.DataFrame) -> float | None:
+    if intervals.empty or intervals["running"].isna().all():
+        return None
+    table = intervals.assign(out=intervals["running"] + intervals["waiting"].fillna(0)).pivot_table(
+        index="ts", columns="replica", values="out", aggfunc="sum")
+    return dispersion(table.to_numpy(float))
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 and math.isfinite(num) else None
+
+
+def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.DataFrame,
+                     ttft_share: Mapping[str, float | None], tpot_share: Mapping[str, float | None]) -> Targets:
+    """``intervals``: rows of ``capacity__scrape_intervals``; ``path_means``: per path and signal the
+    histograms' ``_sum`` and ``_count`` over the range (columns path, signal, sum, count)."""
+    ok = intervals[intervals["resets"] == 0] if len(intervals) else intervals
+    itl = _ratio(float(ok["itl_sum"].sum()), float(ok["itl_count"].sum())) if len(ok) else None
+    ttft = _ratio(float(ok["ttft_sum"].sum()), float(ok["ttft_count"].sum())) if len(ok) else None
+    queue = _ratio(float(ok["queue_sum"].sum()), float(ok["queue_count"].sum())) if len(ok) else None
+    prefill = ttft - queue if ttft is not None and queue is not None and ttft > queue else None
+    n_min = int(round(demand.duration_s / demand.window_s))
+    kv = np.full(n_min, np.nan)
+    if len(intervals) and intervals["kv_usage"].notna().any():
+        t = (intervals["ts"].astype("datetime64[us]").astype("int64") / 1e6 - demand.origin).to_numpy()
+        minute = np.ceil(t / demand.window_s - 1e-9).astype(int) - 1  # (start, start + window]
+        keep = (minute >= 0) & (minute < n_min) & intervals["kv_usage"].notna().to_numpy()
+        sums = np.bincount(minute[keep], weights=intervals["kv_usage"].to_numpy(float)[keep], minlength=n_min)
+        counts = np.bincount(minute[keep], minlength=n_min)
+        kv = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    means = {(r.path, r.signal): _ratio(r.sum, r.count) for r in path_means.itertuples()}
+    return Targets(
+        itl_mean_s=itl, prefill_mean_s=prefill, kv_by_minute=kv,
+        running_mean=float(intervals["running"].mean()) if len(intervals) and intervals["running"].notna().any()
+        else None,
+        waiting_mean=float(intervals["waiting"].mean()) if len(intervals) and intervals["waiting"].notna().any()
+        else None,
+        queue_mean_s={p.name: means.get((p.name, "queue")) for p in demand.paths},
+        ttft_share=dict(ttft_share), tpot_share=dict(tpot_share),
+        dispersion=_observed_dispersion(intervals, demand),
+        outstanding_dispersion=_observed_outstanding_dispersion(intervals))
+
+
+@dataclass
+class TwinView:
+    """One twin run at the observed fleet size, reduced to the targets' quantities."""
+
+    itl_mean_s: float
+    prefill_mean_s: float
+    kv_by_minute: np.ndarray  # fleet-mean KV usage per demand minute
+    kv_tokens_by_minute: np.ndarray  # fleet-mean tokens held per replica per demand minute
+    running_mean: float
+    waiting_mean: float
+    queue_mean_s: dict[str, float]
+    ttft_share: dict[str, float]
+    tpot_share: dict[str, float]
+    joint_share: dict[str, float]
+    dispersion: float | None
+    outstanding_dispersion: float | None = None
+
+
+def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+              seed: int) -> TwinView:
+    run, d = run_twin(model, demand, replicas, seed=seed)
+    names = run.trace.path_names
+    done = d["finished"] & in_export(demand, d["finish"])
+    first = ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
+    decode = (d["finish"] - d["first_token"])[done]
+    gaps = np.maximum(d["output_tokens"][done] - 1, 0)
+    queue = d["queue_s"]
+    # the twin's gauges at its 60 s grid; grid point g is the end of demand minute g - WARMUP_S / 60 - 1
+    gauges = np.stack([c.gauges[: run.n_grid] for c in run.counters])  # [replica, grid, (running, waiting, kv)]
+    offset = int(round(WARMUP_S / demand.window_s))
+    n_min = int(round(demand.duration_s / demand.window_s))
+    per_min = gauges[:, offset + 1: offset + 1 + n_min, :].mean(axis=0)
+    pad = n_min - per_min.shape[0]
+    if pad > 0:
+        per_min = np.vstack([per_min, np.full((pad, 3), np.nan)])
+    blocks_tokens = run.config.engine.num_gpu_blocks * run.config.engine.block_size
+    shares = shares_of(d, demand, names, thresholds)
+    minute = _minute(d["first_token"][first] - WARMUP_S + demand.origin, demand)
+    counts = np.zeros((n_min, replicas))
+    np.add.at(counts, (np.clip(minute, 0, n_min - 1), d["replica"][first]), 1.0)
+    return TwinView(
+        itl_mean_s=float(decode.sum() / max(gaps.sum(), 1)),
+        prefill_mean_s=float(np.nanmean(d["ttft_s"][first]) - np.nanmean(queue[done])),
+        kv_by_minute=per_min[:, 2], kv_tokens_by_minute=per_min[:, 2] * blocks_tokens,
+        running_mean=float(np.nanmean(per_min[:, 0])), waiting_mean=float(np.nanmean(per_min[:, 1])),
+        queue_mean_s={name: float(np.nanmean(queue[done & (d["path"] == k)])) if (done & (d["path"] == k)).any()
+                      else math.nan for k, name in enumerate(names)},
+        ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint, dispersion=dispersion(counts),
+        outstanding_dispersion=dispersion((gauges[:, offset + 1: offset + 1 + n_min, 0]
+                                           + gauges[:, offset + 1: offset + 1 + n_min, 1]).T))
+
+
+def _kv_from(view: TwinView, targets: Targets) -> tuple[float | None, int]:
+    """Capacity = the twin's tokens held / the observed usage, over the minutes where neither is near
+    full; (capacity, minutes used)."""
+    obs = targets.kv_by_minute
+    ok = (np.isfinite(obs) & np.isfinite(view.kv_by_minute) & (obs > 0.01) & (obs < KV_UNSATURATED)
+          & (view.kv_by_minute < KV_UNSATURATED))
+    if ok.sum() < 5:
+        return None, int(ok.sum())
+    return float(view.kv_tokens_by_minute[ok].sum() / obs[ok].sum()), int(ok.sum())
+
+
+def _clamp(x: float) -> float:
+    return min(max(x, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])
+
+
+@dataclass
+class Calibration:
+    model: ReplicaModel
+    rounds: list[dict[str, Any]]
+    kv_minutes: int = 0
+    converged: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        a = self.model.assumptions
+        return {"tpot_scale": a.tpot_scale, "prefill_scale": a.prefill_scale, "kv_tokens": self.model.kv_tokens,
+                "rounds": self.rounds, "converged": self.converged, "kv_minutes": self.kv_minutes,
+                "matched": "mean inter-token latency, mean TTFT minus queue time, and (when fitted) KV usage "
+                           "minute by minute, at the observed replica count"}
+
+
+def calibrate(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+              targets: Targets, fit_kv: bool, scales: bool = True, rounds: int = ROUNDS) -> Calibration:
+    """Solve the KV capacity (when ``fit_kv``) and, when ``scales``, the two time scales so that the
+    twin at ``replicas`` shows the observed mean ITL, prefill latency and KV usage. Each round: one
+    twin run, then each quantity moves by the ratio of observed to twin, raised to 1 / its measured
+    elasticity."""
+    if not (fit_kv or scales):
+        return Calibration(model=model, rounds=[], converged=True)
+    history: list[dict[str, Any]] = []
+    peak_held = 0.0
+    elastic = {"tpot": 1.0, "prefill": 1.0}
+    prev: dict[str, tuple[float, float]] = {}
+    kv_minutes, converged = 0, False
+    for r in range(rounds):
+        # one seed for every round: a round's change is then the parameters', not the draw's
+        view = twin_view(model, demand, replicas, thresholds, CALIBRATION_SEED)
+        a = model.assumptions
+        step: dict[str, float] = {}
+        record: dict[str, Any] = {"round": r, "tpot_scale": a.tpot_scale, "prefill_scale": a.prefill_scale,
+                                  "kv_tokens": model.kv_tokens, "twin_itl_s": view.itl_mean_s,
+                                  "twin_prefill_s": view.prefill_mean_s}
+        peak_held = max(peak_held, float(np.nanmax(view.kv_tokens_by_minute, initial=0.0)))
+        for name, scale, twin, obs in (("tpot", a.tpot_scale, view.itl_mean_s, targets.itl_mean_s),
+                                       ("prefill", a.prefill_scale, view.prefill_mean_s, targets.prefill_mean_s)):
+            if not scales or obs is None or not twin > 0:
+                continue
+            if name in prev:  # elasticity of the twin's value in its scale, from the last two rounds
+                s0, y0 = prev[name]
+                if abs(math.log(scale / s0)) > ELASTICITY_STEP and y0 > 0:
+                    elastic[name] = min(max(math.log(twin / y0) / math.log(scale / s0), 0.5), 1.5)
+            prev[name] = (scale, twin)
+            step[name] = _clamp(scale * (obs / twin) ** (1 / elastic[name])) / scale
+        new_kv = None
+        if fit_kv:
+            new_kv, kv_minutes = _kv_from(view, targets)
+            record["kv_minutes"] = kv_minutes
+        history.append(record)
+        moves = [abs(math.log(v)) for v in step.values()]
+        if new_kv is not None and math.isfinite(model.kv_tokens):
+            moves.append(abs(math.log(new_kv / model.kv_tokens)))
+        a = replace(a, tpot_scale=a.tpot_scale * step.get("tpot", 1.0),
+                    prefill_scale=a.prefill_scale * step.get("prefill", 1.0))
+        model = replace(model, assumptions=a, sources=dict(model.sources), observed=dict(model.observed))
+        if new_kv is not None:
+            set_kv_tokens(model, new_kv)
+        if r > 0 and moves and max(moves) < TOLERANCE:
+            converged = True
+            break
+    a = model.assumptions
+    if scales:
+        model.sources["tpot_scale"] = Source("calibrated", f"x{a.tpot_scale:.3f}: the twin's mean inter-token "
+                                             "latency at the observed N equals the ITL histogram's")
+        model.sources["prefill_scale"] = Source("calibrated", f"x{a.prefill_scale:.3f}: the twin's mean TTFT "
+                                                "minus queue time at the observed N equals the histograms'")
+    if fit_kv and not math.isfinite(model.kv_tokens):
+        # no gauge to fit it on: at least what the twin's replicas held at the observed N, at 90 % full
+        set_kv_tokens(model, max(peak_held / KV_UNSATURATED, 1.0))
+        model.sources["kv_tokens"] = Source("assumed", "no kv_cache_usage_perc to fit it on: the most the twin's "
+                                            f"replicas held at the observed N, taken as {KV_UNSATURATED:.0%} full")
+        model.kv_source = f"{model.sources['kv_tokens'].kind}: {model.sources['kv_tokens'].detail}"
+    elif fit_kv:
+        if kv_minutes >= 5:
+            model.sources["kv_tokens"] = Source("fitted", f"by simulation: the twin's KV occupancy at the observed "
+                                                f"N matches kv_cache_usage_perc over {kv_minutes} minutes below "
+                                                f"{KV_UNSATURATED:.0%}")
+        else:
+            model.sources["kv_tokens"] = Source("assumed", "too few minutes of kv_cache_usage_perc below "
+                                                f"{KV_UNSATURATED:.0%} to fit it")
+        model.kv_source = f"{model.sources['kv_tokens'].kind}: {model.sources['kv_tokens'].detail}"
+    return Calibration(model=model, rounds=history, kv_minutes=kv_minutes, converged=converged)
+
+
+def _router_distance(view: TwinView, targets: Targets, eps: float = 0.05) -> float:
+    """How far a twin's spread of work over the replicas is from the observed: log ratios of the two
+    dispersions (first tokens per minute: round robin spreads them evenly; outstanding requests per
+    scrape: a least-outstanding router keeps them even, power-of-two less so, random not at all)."""
+    out = 0.0
+    for twin, obs in ((view.dispersion, targets.dispersion),
+                      (view.outstanding_dispersion, targets.outstanding_dispersion)):
+        if twin is not None and obs is not None:
+            out += abs(math.log((twin + eps) / (obs + eps)))
+    return out
+
+
+def fit_router(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+               targets: Targets) -> tuple[str, dict[str, tuple[float | None, float | None]]] | None:
+    """The router whose twin spreads first tokens and outstanding requests over the replicas as the
+    observed fleet did (``dispersion``), and each router's two dispersions; None when the data cannot
+    tell (one replica, too few complete minutes)."""
+    if replicas < 2 or (targets.dispersion is None and targets.outstanding_dispersion is None):
+        return None
+    views = {router: twin_view(replace(model, router=router), demand, replicas, thresholds, CALIBRATION_SEED)
+             for router in ROUTERS}
+    best = min(views, key=lambda r: _router_distance(views[r], targets))
+    return best, {r: (v.dispersion, v.outstanding_dispersion) for r, v in views.items()}

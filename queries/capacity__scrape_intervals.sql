@@ -1,0 +1,108 @@
+-- name: capacity__scrape_intervals
+-- purpose: what each replica did between two consecutive scrapes of it, from the series every vLLM
+--   export holds: inter-token gaps (the ITL histogram's `_count` and `_sum` increases), tokens
+--   generated and prefilled, steps (the iteration-tokens histogram's `_count`, when exported),
+--   preemptions, first tokens and queue times (TTFT and queue-time `_count`/`_sum`), and the running,
+--   waiting and KV gauges at both ends. Short intervals see a steady batch: the step-time fit and the
+--   twin's calibration read these rows. An interval in which any counter of the replica went down
+--   (a restart) has `resets` > 0 and no increases. Reads the TEMP table `capacity_series`
+--   (`signals__series` with the replica labels as path labels).
+-- grain: one row per (replica, scrape time) after the replica's first scrape
+-- @param dataset_ids INTEGER[]  datasets to read (one value per series and time: the highest)
+-- @returns replica VARCHAR, ts TIMESTAMP, dt_s DOUBLE, itl_count DOUBLE, itl_sum DOUBLE,
+--   generation_tokens DOUBLE, prompt_tokens DOUBLE, steps DOUBLE, preemptions DOUBLE, ttft_count DOUBLE,
+--   ttft_sum DOUBLE, queue_count DOUBLE, queue_sum DOUBLE, running DOUBLE, running_before DOUBLE,
+--   waiting DOUBLE, waiting_before DOUBLE, kv_usage DOUBLE, kv_before DOUBLE, resets BIGINT
+with
+wanted as (
+    select
+        series_id,
+        path as replica,
+        case
+            when signal in ('running', 'waiting', 'kv_usage') then signal
+            when signal in ('itl', 'ttft', 'queue') then signal || '_' || suffix
+            when signal = 'iteration_tokens' then 'steps'
+            else replace(signal, '_total', '')
+        end as what,
+        signal in ('running', 'waiting', 'kv_usage') as is_gauge,
+        case when suffix = 'sum' or signal in ('running', 'waiting', 'kv_usage') then scale else 1 end as scale
+    from capacity_series
+    where (signal in ('itl', 'ttft', 'queue') and suffix in ('count', 'sum'))
+        or (signal = 'iteration_tokens' and suffix = 'count')
+        or (signal in ('generation_tokens_total', 'prompt_tokens_total', 'preemptions') and suffix in ('total', ''))
+        or (signal in ('running', 'waiting', 'kv_usage') and suffix = '')
+),
+
+points as (
+    select w.replica, w.what, w.is_gauge, p.series_id, p.ts, max(p.value) * any_value(w.scale) as value
+    from samples as p
+    inner join wanted as w using (series_id)
+    where list_contains($dataset_ids, p.dataset_id)
+    group by all
+),
+
+sequenced as (
+    select
+        *,
+        lag(value) over (partition by series_id order by ts) as before
+    from points
+),
+
+per_scrape as (
+    select
+        replica,
+        ts,
+        sum(value - before) filter (where not is_gauge and what = 'itl_count') as itl_count,
+        sum(value - before) filter (where not is_gauge and what = 'itl_sum') as itl_sum,
+        sum(value - before) filter (where what = 'generation_tokens') as generation_tokens,
+        sum(value - before) filter (where what = 'prompt_tokens') as prompt_tokens,
+        sum(value - before) filter (where what = 'steps') as steps,
+        sum(value - before) filter (where what = 'preemptions') as preemptions,
+        sum(value - before) filter (where what = 'ttft_count') as ttft_count,
+        sum(value - before) filter (where what = 'ttft_sum') as ttft_sum,
+        sum(value - before) filter (where what = 'queue_count') as queue_count,
+        sum(value - before) filter (where what = 'queue_sum') as queue_sum,
+        sum(value) filter (where what = 'running') as running,
+        sum(before) filter (where what = 'running') as running_before,
+        sum(value) filter (where what = 'waiting') as waiting,
+        sum(before) filter (where what = 'waiting') as waiting_before,
+        avg(value) filter (where what = 'kv_usage') as kv_usage,
+        avg(before) filter (where what = 'kv_usage') as kv_before,
+        count(*) filter (where not is_gauge and value < before) as resets,
+        count(*) filter (where before is not null) as with_before
+    from sequenced
+    group by replica, ts
+),
+
+final as (
+    select
+        replica,
+        ts,
+        epoch(ts - lag(ts) over (partition by replica order by ts)) as dt_s,
+        case when resets = 0 then itl_count end as itl_count,
+        case when resets = 0 then itl_sum end as itl_sum,
+        case when resets = 0 then generation_tokens end as generation_tokens,
+        case when resets = 0 then prompt_tokens end as prompt_tokens,
+        case when resets = 0 then steps end as steps,
+        case when resets = 0 then preemptions end as preemptions,
+        case when resets = 0 then ttft_count end as ttft_count,
+        case when resets = 0 then ttft_sum end as ttft_sum,
+        case when resets = 0 then queue_count end as queue_count,
+        case when resets = 0 then queue_sum end as queue_sum,
+        running,
+        running_before,
+        waiting,
+        waiting_before,
+        kv_usage,
+        kv_before,
+        resets,
+        with_before
+    from per_scrape
+)
+
+select
+    replica, ts, dt_s, itl_count, itl_sum, generation_tokens, prompt_tokens, steps, preemptions, ttft_count,
+    ttft_sum, queue_count, queue_sum, running, running_before, waiting, waiting_before, kv_usage, kv_before, resets
+from final
+where with_before > 0 and dt_s is not null
+order by replica, ts
