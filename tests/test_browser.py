@@ -163,7 +163,11 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
 
         # 5. the capacity model behind the run
         nav.get_by_text("Capacity model", exact=True).click()
-        expect(page.get_by_text("One replica, fitted from the metrics")).to_be_visible(timeout=SLOW)
+        expect(page.get_by_text("One replica, read from the metrics")).to_be_visible(timeout=SLOW)
+        # each parameter with its source, and the residual at the observed fleet size
+        expect(page.get_by_role("heading", name=re.compile(r"Residual at the observed N = \d"))).to_be_visible(
+            timeout=SLOW)
+        expect(page.get_by_text(re.compile("Source: \\*?given"))).to_be_visible(timeout=SLOW)
         expect(page.get_by_text("Isotonic fits of the per-window joint share")).to_be_visible(timeout=SLOW)
         page.screenshot(path=str(shots / "4-capacity-model.png"))
         browser.close()

@@ -72,7 +72,8 @@ else:
     fleet = analysis.fleet_residual
     if fleet:
         st.caption(f"Fleet: running {fleet['running_mean_predicted']:.2f} per replica in the twin against "
-                   f"{fleet['running_mean_observed']:.2f} observed; waiting {fleet['waiting_mean_predicted']:.2f} "
+                   f"{fleet['running_mean_observed']:.2f} observed (99th percentile "
+                   f"{fleet['running_peak_predicted']:.0f} against {fleet['running_peak_observed']:.0f}); waiting {fleet['waiting_mean_predicted']:.2f} "
                    f"against {fleet['waiting_mean_observed']:.2f}; mean inter-token latency "
                    f"{1e3 * fleet['itl_mean_s_predicted']:.1f} ms against {1e3 * fleet['itl_mean_s_observed']:.1f} ms.")
     st.caption("The calibrated twin replays the observed demand at the observed replica count; its shares are set "

@@ -43,6 +43,7 @@ KV_UNSATURATED = 0.9  # minutes with KV usage below this (observed and twin) siz
 SCALE_BOUNDS = (0.2, 5.0)
 ELASTICITY_STEP = 0.03  # a scale must have moved by 3 % for the response to measure its elasticity
 CALIBRATION_SEED = 101
+PEAK_PERCENTILE = 99  # the busiest batches: what TPOT and KV pressure under more load depend on
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Targets:
     prefill_mean_s: float | None  # mean TTFT - mean queue time
     kv_by_minute: np.ndarray  # fleet-mean KV usage per demand minute (NaN: no scrape)
     running_mean: float | None  # mean running requests per replica
+    running_peak: float | None  # the 99th percentile of running requests per replica and scrape
     waiting_mean: float | None
     queue_mean_s: dict[str, float | None]  # per path
     ttft_share: dict[str, float | None]
@@ -135,6 +137,8 @@ def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.Dat
         itl_mean_s=itl, prefill_mean_s=prefill, kv_by_minute=kv,
         running_mean=float(intervals["running"].mean()) if len(intervals) and intervals["running"].notna().any()
         else None,
+        running_peak=float(np.nanpercentile(intervals["running"].to_numpy(float), PEAK_PERCENTILE))
+        if len(intervals) and intervals["running"].notna().any() else None,
         waiting_mean=float(intervals["waiting"].mean()) if len(intervals) and intervals["waiting"].notna().any()
         else None,
         queue_mean_s={p.name: means.get((p.name, "queue")) for p in demand.paths},
@@ -152,6 +156,7 @@ class TwinView:
     kv_by_minute: np.ndarray  # fleet-mean KV usage per demand minute
     kv_tokens_by_minute: np.ndarray  # fleet-mean tokens held per replica per demand minute
     running_mean: float
+    running_peak: float  # the 99th percentile over replicas and minutes
     waiting_mean: float
     queue_mean_s: dict[str, float]
     ttft_share: dict[str, float]
@@ -188,6 +193,8 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
         prefill_mean_s=float(np.nanmean(d["ttft_s"][first]) - np.nanmean(queue[done])),
         kv_by_minute=per_min[:, 2], kv_tokens_by_minute=per_min[:, 2] * blocks_tokens,
         running_mean=float(np.nanmean(per_min[:, 0])), waiting_mean=float(np.nanmean(per_min[:, 1])),
+        running_peak=float(np.percentile(gauges[:, offset + 1: offset + 1 + n_min, 0], PEAK_PERCENTILE))
+        if n_min > 0 else math.nan,
         queue_mean_s={name: float(np.nanmean(queue[done & (d["path"] == k)])) if (done & (d["path"] == k)).any()
                       else math.nan for k, name in enumerate(names)},
         ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint, dispersion=dispersion(counts),

@@ -96,7 +96,8 @@ def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
     fleet = m.get("fleet_at_observed_replicas") or {}
     if fleet:
         out.append(f"Fleet at the observed size: running {_num(fleet.get('running_mean_predicted'))} per replica "
-                   f"(observed {_num(fleet.get('running_mean_observed'))}), waiting "
+                   f"(observed {_num(fleet.get('running_mean_observed'))}; busiest 1 %: "
+                   f"{_num(fleet.get('running_peak_predicted'))}, observed {_num(fleet.get('running_peak_observed'))}), waiting "
                    f"{_num(fleet.get('waiting_mean_predicted'))} ({_num(fleet.get('waiting_mean_observed'))}), "
                    f"mean inter-token latency {_ms(fleet.get('itl_mean_s_predicted'))} "
                    f"({_ms(fleet.get('itl_mean_s_observed'))}).")

@@ -44,7 +44,9 @@ from app.store import Workspace
 SENSITIVITY = 0.15
 MIN_REL_ERROR = 0.25  # the interval is never narrower than +-25 % of the point (the accuracy measured on simulated truth)
 MIN_ABS_ERROR = 0.002  # nor than +-0.2 percentage point
+FLAGGED_MIN_ABS_ERROR = 0.005  # a flagged row's, never than +-0.5 pp (the goal's absolute tolerance)
 CALIBRATION_HOURS = 6.0  # the calibration replays the busiest this many hours of the export
+PEAK_FLAG = 0.15  # the twin's 99th-percentile running batch more than 15 % off the fleet's flags
 RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged
 RESIDUAL_FLOOR = 0.01  # shares below 1 % are compared in absolute terms (0.1 pp = 10 % of 1 %)
 UNIDENTIFIED_WIDTH = 1.0  # a flag for a parameter the data cannot identify widens by +-100 %
@@ -75,6 +77,7 @@ class Flag:
     width: float = 0.0
     envelope: bool = True
     gap: float = 0.0  # the absolute share the twin was off by at the observed N (it widens by that too)
+    when_loaded: bool = False  # only scenarios that load a replica more than observed
 
 
 @dataclass
@@ -263,9 +266,18 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
                 f"{100 * err['tpot_predicted']:.2f} % against {100 * (observed.tpot.get(path) or 0):.2f} % "
                 f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp)", path,
                 float(max(factor, worst)), envelope=False, gap=gap))
+    peak_obs, peak_twin = targets.running_peak, float(np.mean([v.running_peak for v in views]))
+    if peak_obs and peak_twin > 0 and abs(peak_twin - peak_obs) / peak_obs > PEAK_FLAG:
+        analysis.flags.append(Flag(
+            f"the twin's busiest batches differ from the fleet's (99th percentile of running requests per replica "
+            f"{peak_twin:.0f} against {peak_obs:.0f} observed): scenarios that load a replica more than observed "
+            f"are less reliable (their intervals widen by {max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1:.0%})",
+            None, max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1, envelope=False, when_loaded=True))
     analysis.fleet_residual = {
         "running_mean_observed": targets.running_mean if targets.running_mean is not None else math.nan,
         "running_mean_predicted": float(np.mean([v.running_mean for v in views])),
+        "running_peak_observed": peak_obs if peak_obs is not None else math.nan,
+        "running_peak_predicted": peak_twin,
         "waiting_mean_observed": targets.waiting_mean if targets.waiting_mean is not None else math.nan,
         "waiting_mean_predicted": float(np.mean([v.waiting_mean for v in views])),
         "itl_mean_s_observed": targets.itl_mean_s if targets.itl_mean_s is not None else math.nan,
@@ -293,11 +305,19 @@ def _extrapolation(analysis: Analysis, replicas: int, traffic: float, context: f
     return reasons
 
 
+def _applicable(analysis: Analysis, replicas: int, traffic: float, context: float,
+                path: str | None = None) -> list[Flag]:
+    """The analysis' flags that bear on a scenario of ``path`` (of any path when None)."""
+    loaded = traffic * context / replicas > 1.0 / analysis.observed.replicas + 1e-12
+    return [f for f in analysis.flags if (f.path is None or path is None or f.path == path)
+            and (loaded or not f.when_loaded)]
+
+
 def _needs_envelope(analysis: Analysis, replicas: int, traffic: float, context: float, path: str | None = None) -> bool:
     """Whether a scenario's interval (of ``path``, or of any path when None) spans the sensitivity
     envelope: it leaves what the data supports, or a parameter it stands on was not identified."""
     return bool(_extrapolation(analysis, replicas, traffic, context)) or any(
-        f.envelope for f in analysis.flags if f.path is None or path is None or f.path == path)
+        f.envelope for f in _applicable(analysis, replicas, traffic, context, path))
 
 
 @dataclass(frozen=True)
@@ -376,15 +396,17 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
         point = float(np.mean(joint))
         err = analysis.model_error.get(path, {}).get("joint", 0.0)
         err = max(err if not math.isnan(err) else 0.0, MIN_REL_ERROR)
-        mine = [f for f in analysis.flags if f.path in (None, path)]
+        mine = _applicable(analysis, replicas, traffic, context, path)
         err += sum(f.width for f in mine)
         gap = sum(f.gap for f in mine)
         spans = envelope if _needs_envelope(analysis, replicas, traffic, context, path) else []
         lo = min(joint + [r.joint[path] for r in spans])
         hi = max(joint + [r.joint[path] for r in spans])
-        low = max(0.0, min(lo * (1 - err), lo - gap, point - MIN_ABS_ERROR))
-        high = min(1.0, max(hi * (1 + err), hi + gap, point + MIN_ABS_ERROR))
         flags = reasons + [f.message for f in mine]
+        # a flagged row is not held to the goal's tolerance, so its interval is never narrower than it
+        floor = FLAGGED_MIN_ABS_ERROR if flags else MIN_ABS_ERROR
+        low = max(0.0, min(lo * (1 - err), lo - gap, point - floor))
+        high = min(1.0, max(hi * (1 + err), hi + gap, point + floor))
         out.append(Prediction(
             replicas=replicas, traffic=traffic, context=context, path=path,
             requests=float(np.mean([r.requests[path] for r in runs])),
