@@ -343,13 +343,15 @@ def markdown(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]] | 
                        f"({m.sources['max_num_seqs'].kind}), budget {m.max_num_batched_tokens} "
                        f"({m.sources['max_num_batched_tokens'].kind}), router {m.router} "
                        f"({m.sources['router'].kind}; the fleet ran {true_router(fleet)}).")
-        out += ["", "| N' | traffic | context | path | TTFT predicted | TTFT true | joint predicted [interval] | "
+        out += ["", "<details><summary>every scenario</summary>", "",
+                "| N' | traffic | context | path | TTFT predicted | TTFT true | joint predicted [interval] | "
                 "joint true | flagged | goal met |", "|---:|---:|---:|---|---:|---:|---|---:|---|---|"]
         for r in part.itertuples():
             out.append(f"| {r.replicas} | x{r.traffic:g} | x{r.context:g} | {r.path} | {_pct(r.ttft_predicted)} | "
                        f"{_pct(r.ttft_true)} | {_pct(r.joint_predicted)} [{100 * r.joint_low:.2f}, "
                        f"{100 * r.joint_high:.2f}] | {_pct(r.joint_true)} | {'yes' if r.flagged else ''} | "
                        f"{'yes' if r.meets_goal else 'NO'} |")
+        out += ["", "</details>"]
     return "\n".join(out).lstrip("\n")
 
 

@@ -142,7 +142,6 @@ class ReplicaModel:
     flags: list[str] = field(default_factory=list)  # what could not be identified, and what would fix it
     step_basis: str = ""  # which series the step time was fitted on
     step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
-    step_jitter: float = 0.0  # lognormal sigma of a step's (or a steady stretch's) duration, calibrated
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -171,7 +170,7 @@ PARAMETERS = {
     "step_base_s": "step_base_s", "step_per_seq_s": "step_per_seq_s", "step_per_seq_sq_s": "step_per_seq_sq_s",
     "step_per_prefill_token_s": "step_per_prefill_token_s", "step_per_context_token_s": "step_per_context_token_s",
     "step_per_prefill_pair_s": "step_per_prefill_pair_s", "tpot_scale": "assumptions.tpot_scale",
-    "prefill_scale": "assumptions.prefill_scale", "step_jitter": "step_jitter",
+    "prefill_scale": "assumptions.prefill_scale",
 }
 
 

@@ -78,7 +78,7 @@ def twin_config(model: ReplicaModel, replicas: int) -> FleetConfig:
         per_prefill_token_s=model.step_per_prefill_token_s * a.prefill_scale,
         per_context_token_s=model.step_per_context_token_s * a.tpot_scale,
         per_prefill_pair_s=model.step_per_prefill_pair_s * a.prefill_scale,
-        noise_sigma=model.step_jitter,
+        noise_sigma=0.0,
         frontend_s=0.0,
         frontend_per_token_s=0.0,
     )
