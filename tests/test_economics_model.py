@@ -198,8 +198,7 @@ def _analysis(requests: dict[str, float], hours: float = 24.0) -> Analysis:
         duration_s = hours * 3600
         notes: list[str] = []
 
-    obs = Observed(replicas=4, requests=requests, ttft={}, tpot={}, joint_low={}, joint_high={},
-                   ttft_mean_s={}, tpot_mean_s={})
+    obs = Observed(replicas=4, requests=requests, ttft={}, tpot={}, joint_low={}, joint_high={})
     return Analysis(model=None, demand=_Demand(), observed=obs, thresholds={})  # type: ignore[arg-type]
 
 

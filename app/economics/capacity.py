@@ -217,12 +217,6 @@ def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
         length_top_bound=float(lengths["le"].max()) if len(lengths) else None)
 
 
-def fit_replica(ws: Workspace, dataset_ids: list[int], assumptions: Assumptions | None = None) -> ReplicaModel:
-    """Fit the replica model on every replica of ``dataset_ids`` (before calibration)."""
-    return fit_model(scrape_intervals(ws, dataset_ids), replica_windows(ws, dataset_ids),
-                     engine_evidence(ws, dataset_ids), assumptions or Assumptions())
-
-
 # -- engine facts -----------------------------------------------------------------------------------------
 def _kv_capacity(evidence: EngineEvidence, a: Assumptions, flags: list[str]) -> tuple[float, Source, int, Source]:
     """KV tokens and block size with their sources. Without a given value or a config series the KV

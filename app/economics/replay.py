@@ -51,8 +51,7 @@ def twin_max_model_len(model: ReplicaModel) -> int:
     """The longest sequence the twin admits: ``max_model_len``, but never more than the KV cache holds
     (vLLM refuses to start otherwise; a fit that puts the KV capacity below ``max_model_len`` is
     flagged by the analysis, and the twin caps lengths instead of refusing)."""
-    kv = model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
-    longest = max(MIN_TWIN_LEN, min(model.max_model_len, kv))
+    longest = max(MIN_TWIN_LEN, min(model.max_model_len, _twin_kv(model)))
     return int(longest // model.block_size * model.block_size)
 
 
@@ -60,9 +59,14 @@ UNBOUNDED_KV_TOKENS = 50_000_000  # the twin's KV capacity while it is being fit
 MIN_TWIN_LEN = 256
 
 
+def _twin_kv(model: ReplicaModel) -> float:
+    """The twin's KV capacity: the model's, or unbounded while it is still being fitted."""
+    return model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
+
+
 def twin_config(model: ReplicaModel, replicas: int) -> FleetConfig:
     a = model.assumptions
-    kv = model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
+    kv = _twin_kv(model)
     engine = EngineConfig(
         model="twin",
         max_num_seqs=model.max_num_seqs,

@@ -62,8 +62,6 @@ class Observed:
     tpot: dict[str, float]
     joint_low: dict[str, float]
     joint_high: dict[str, float]
-    ttft_mean_s: dict[str, float]
-    tpot_mean_s: dict[str, float]
 
 
 @dataclass
@@ -120,7 +118,6 @@ def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], pa
     if frame.empty:
         raise ValueError("no path with a TTFT/TPOT histogram and a promise: nothing to predict")
     means = sql.df(ws.cursor(), "capacity__path_latency_means", cube_id=cube_id)
-    mean = {(r.path, r.signal): (r.sum / r.count if r.count else None) for r in means.itertuples()}
     if replicas is None:
         per_window = ws.cursor().execute(
             "select window_start, max(value) from cube_rows where cube_id = $id and stat = 'replicas' "
@@ -134,8 +131,6 @@ def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], pa
         tpot={r.path: _f(r.tpot_share) for r in frame.itertuples()},
         joint_low={r.path: _f(r.joint_low) for r in frame.itertuples()},
         joint_high={r.path: _f(r.joint_high) for r in frame.itertuples()},
-        ttft_mean_s={p: mean.get((p, "ttft")) for p in th},
-        tpot_mean_s={p: mean.get((p, "tpot")) for p in th},
     )
     return obs, th, means
 
