@@ -13,11 +13,11 @@ cannot pin down, the twin run at the observed replica count can:
   ITL histogram's ``_sum`` / ``_count``.
 - **prefill level** (``prefill_scale``): the twin's mean TTFT minus mean queue time against the
   histograms' (what a request waits after it is scheduled: its prefill chunks).
-- **router** (when not given): how unevenly first tokens spread over the replicas minute by minute
-  (``dispersion``), against the twin's under each routing policy.
+- **router** (when not given): how unevenly first tokens and outstanding requests spread over the
+  replicas (``dispersion``), against the twin's under each routing policy (``fit_router``).
 
-The three are solved together by a few rounds of a damped fixed point (each round one twin run at the
-observed N). The residual that remains on what was not fitted — the per-path TTFT and TPOT shares at
+The first three are solved together by a few rounds of a damped fixed point (each round one twin run
+at the observed N); the router is chosen on the calibrated twin, which is calibrated again if it changes. The residual that remains on what was not fitted — the per-path TTFT and TPOT shares at
 the promise's thresholds, the mean queue time, the mean running batch — is reported; the analysis
 flags a path whose shares are off by more than ``RESIDUAL_FLAG`` and widens its intervals by it.
 """
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.economics.capacity import ReplicaModel, Source, set_kv_tokens
+from app.economics.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
 from app.economics.demand import Demand
 from app.economics.replay import WARMUP_S, Thresholds, in_export, run_twin, shares_of
 from app.simulator.config import ROUTERS
@@ -57,8 +57,6 @@ class Targets:
     running_peak: float | None  # the 99th percentile of running requests per replica and scrape
     waiting_mean: float | None
     queue_mean_s: dict[str, float | None]  # per path
-    ttft_share: dict[str, float | None]
-    tpot_share: dict[str, float | None]
     dispersion: float | None = None  # of first tokens across replicas per minute (see ``dispersion``)
     outstanding_dispersion: float | None = None  # of running + waiting across replicas per scrape
 
@@ -81,17 +79,24 @@ def _minute(ts_unix: np.ndarray, demand: Demand) -> np.ndarray:
     return np.ceil((ts_unix - demand.origin) / demand.window_s - 1e-9).astype(int) - 1
 
 
+def _unix(ts: pd.Series) -> np.ndarray:
+    """Naive UTC timestamps as Unix seconds."""
+    return ts.astype("datetime64[us]").astype("int64").to_numpy() / 1e6
+
+
+def _minutes(demand: Demand) -> int:
+    return int(round(demand.duration_s / demand.window_s))
+
+
 def _observed_dispersion(intervals: pd.DataFrame, demand: Demand) -> float | None:
-    if intervals.empty:
-        return None
-    typical = float(intervals["dt_s"].median())
-    ok = intervals[(intervals["resets"] == 0) & (intervals["dt_s"] <= 1.5 * typical)]
+    ok = steady_intervals(intervals)
     if ok.empty:
         return None
-    n_min = int(round(demand.duration_s / demand.window_s))
+    typical = float(intervals["dt_s"].median())
+    n_min = _minutes(demand)
     replicas = sorted(ok["replica"].unique())
     counts = np.full((n_min, len(replicas)), np.nan)
-    minute = _minute(ok["ts"].astype("datetime64[us]").astype("int64").to_numpy() / 1e6, demand)
+    minute = _minute(_unix(ok["ts"]), demand)
     col = ok["replica"].map({r: i for i, r in enumerate(replicas)}).to_numpy()
     keep = (minute >= 0) & (minute < n_min)
     frame = pd.DataFrame({"m": minute[keep], "r": col[keep], "n": ok["ttft_count"].to_numpy(float)[keep]})
@@ -114,8 +119,7 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 and math.isfinite(num) else None
 
 
-def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.DataFrame,
-                     ttft_share: Mapping[str, float | None], tpot_share: Mapping[str, float | None]) -> Targets:
+def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.DataFrame) -> Targets:
     """``intervals``: rows of ``capacity__scrape_intervals``; ``path_means``: per path and signal the
     histograms' ``_sum`` and ``_count`` over the range (columns path, signal, sum, count)."""
     ok = intervals[intervals["resets"] == 0] if len(intervals) else intervals
@@ -123,11 +127,10 @@ def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.Dat
     ttft = _ratio(float(ok["ttft_sum"].sum()), float(ok["ttft_count"].sum())) if len(ok) else None
     queue = _ratio(float(ok["queue_sum"].sum()), float(ok["queue_count"].sum())) if len(ok) else None
     prefill = ttft - queue if ttft is not None and queue is not None and ttft > queue else None
-    n_min = int(round(demand.duration_s / demand.window_s))
+    n_min = _minutes(demand)
     kv = np.full(n_min, np.nan)
     if len(intervals) and intervals["kv_usage"].notna().any():
-        t = (intervals["ts"].astype("datetime64[us]").astype("int64") / 1e6 - demand.origin).to_numpy()
-        minute = np.ceil(t / demand.window_s - 1e-9).astype(int) - 1  # (start, start + window]
+        minute = _minute(_unix(intervals["ts"]), demand)
         keep = (minute >= 0) & (minute < n_min) & intervals["kv_usage"].notna().to_numpy()
         sums = np.bincount(minute[keep], weights=intervals["kv_usage"].to_numpy(float)[keep], minlength=n_min)
         counts = np.bincount(minute[keep], minlength=n_min)
@@ -142,7 +145,6 @@ def observed_targets(intervals: pd.DataFrame, demand: Demand, path_means: pd.Dat
         waiting_mean=float(intervals["waiting"].mean()) if len(intervals) and intervals["waiting"].notna().any()
         else None,
         queue_mean_s={p.name: means.get((p.name, "queue")) for p in demand.paths},
-        ttft_share=dict(ttft_share), tpot_share=dict(tpot_share),
         dispersion=_observed_dispersion(intervals, demand),
         outstanding_dispersion=_observed_outstanding_dispersion(intervals))
 
@@ -176,13 +178,11 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
     gaps = np.maximum(d["output_tokens"][done] - 1, 0)
     queue = d["queue_s"]
     # the twin's gauges at its 60 s grid; grid point g is the end of demand minute g - WARMUP_S / 60 - 1
-    gauges = np.stack([c.gauges[: run.n_grid] for c in run.counters])  # [replica, grid, (running, waiting, kv)]
+    n_min = _minutes(demand)
     offset = int(round(WARMUP_S / demand.window_s))
-    n_min = int(round(demand.duration_s / demand.window_s))
-    per_min = gauges[:, offset + 1: offset + 1 + n_min, :].mean(axis=0)
-    pad = n_min - per_min.shape[0]
-    if pad > 0:
-        per_min = np.vstack([per_min, np.full((pad, 3), np.nan)])
+    gauges = np.stack([c.gauges[offset + 1: min(offset + 1 + n_min, run.n_grid)] for c in run.counters])
+    per_min = np.full((n_min, 3), np.nan)  # [minute, (running, waiting, kv)], fleet mean
+    per_min[: gauges.shape[1]] = gauges.mean(axis=0)
     blocks_tokens = run.config.engine.num_gpu_blocks * run.config.engine.block_size
     shares = shares_of(d, demand, names, thresholds)
     minute = _minute(d["first_token"][first] - WARMUP_S + demand.origin, demand)
@@ -193,13 +193,11 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
         prefill_mean_s=float(np.nanmean(d["ttft_s"][first]) - np.nanmean(queue[done])),
         kv_by_minute=per_min[:, 2], kv_tokens_by_minute=per_min[:, 2] * blocks_tokens,
         running_mean=float(np.nanmean(per_min[:, 0])), waiting_mean=float(np.nanmean(per_min[:, 1])),
-        running_peak=float(np.percentile(gauges[:, offset + 1: offset + 1 + n_min, 0], PEAK_PERCENTILE))
-        if n_min > 0 else math.nan,
+        running_peak=float(np.percentile(gauges[:, :, 0], PEAK_PERCENTILE)) if gauges.size else math.nan,
         queue_mean_s={name: float(np.nanmean(queue[done & (d["path"] == k)])) if (done & (d["path"] == k)).any()
                       else math.nan for k, name in enumerate(names)},
         ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint, dispersion=dispersion(counts),
-        outstanding_dispersion=dispersion((gauges[:, offset + 1: offset + 1 + n_min, 0]
-                                           + gauges[:, offset + 1: offset + 1 + n_min, 1]).T))
+        outstanding_dispersion=dispersion((gauges[:, :, 0] + gauges[:, :, 1]).T))
 
 
 def _kv_from(view: TwinView, targets: Targets) -> tuple[float | None, int]:
@@ -291,7 +289,6 @@ def calibrate(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
         set_kv_tokens(model, max(peak_held / KV_UNSATURATED, 1.0))
         model.sources["kv_tokens"] = Source("assumed", "no kv_cache_usage_perc to fit it on: the most the twin's "
                                             f"replicas held at the observed N, taken as {KV_UNSATURATED:.0%} full")
-        model.kv_source = f"{model.sources['kv_tokens'].kind}: {model.sources['kv_tokens'].detail}"
     elif fit_kv:
         if kv_minutes >= 5:
             model.sources["kv_tokens"] = Source("fitted", f"by simulation: the twin's KV occupancy at the observed "
@@ -300,7 +297,6 @@ def calibrate(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
         else:
             model.sources["kv_tokens"] = Source("assumed", "too few minutes of kv_cache_usage_perc below "
                                                 f"{KV_UNSATURATED:.0%} to fit it")
-        model.kv_source = f"{model.sources['kv_tokens'].kind}: {model.sources['kv_tokens'].detail}"
     return Calibration(model=model, rounds=history, kv_minutes=kv_minutes, converged=converged)
 
 

@@ -126,7 +126,6 @@ class ReplicaModel:
     step_per_context_token_s: float
     step_per_prefill_pair_s: float
     kv_tokens: float
-    kv_source: str
     max_num_seqs: int
     max_num_batched_tokens: int
     block_size: int
@@ -144,6 +143,11 @@ class ReplicaModel:
     step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
 
     @property
+    def kv_source(self) -> str:
+        src = self.sources.get("kv_tokens")
+        return f"{src.kind}: {src.detail}" if src else ""
+
+    @property
     def prefill_tokens_per_s(self) -> float:
         c = self.step_per_prefill_token_s * self.assumptions.prefill_scale
         return 1.0 / c if c > 0 else float("inf")
@@ -158,6 +162,7 @@ class ReplicaModel:
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["prefill_tokens_per_s"] = self.prefill_tokens_per_s
+        out["kv_source"] = self.kv_source
         out["step_time_s_at"] = {str(b): self.step_time(b, 0, 0) for b in (1, 8, 32, 64, 128)}
         out["sources"] = {k: {"value": parameter_value(self, k), **asdict(s)} for k, s in self.sources.items()}
         return out
@@ -297,16 +302,21 @@ def _max_num_seqs(intervals: pd.DataFrame, a: Assumptions, kv_full: float = 0.9)
 
 
 # -- step time ---------------------------------------------------------------------------------------------
-def busy_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Scrape intervals of a replica that decoded throughout: running at both ends, tokens and
-    inter-token gaps in between, no restart, no preemption (its gap is not a step), no scrape gap."""
+def steady_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Scrape intervals without a restart and without a scrape gap (at most 1.5 typical intervals)."""
     if intervals.empty:
         return intervals
     typical = float(intervals["dt_s"].median())
-    ok = ((intervals["resets"] == 0) & (intervals["dt_s"] <= 1.5 * typical) & (intervals["running"] >= 1)
-          & (intervals["running_before"] >= 1) & (intervals["itl_count"] > 0) & (intervals["itl_sum"] > 0)
-          & (intervals["generation_tokens"] > 0) & (intervals["preemptions"].fillna(0) == 0))
-    return intervals[ok.fillna(False)]
+    return intervals[(intervals["resets"] == 0) & (intervals["dt_s"] <= 1.5 * typical)]
+
+
+def busy_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Steady scrape intervals of a replica that decoded throughout: running at both ends, tokens and
+    inter-token gaps in between, no preemption (its gap is not a step)."""
+    steady = steady_intervals(intervals)
+    ok = ((steady["running"] >= 1) & (steady["running_before"] >= 1) & (steady["itl_count"] > 0)
+          & (steady["itl_sum"] > 0) & (steady["generation_tokens"] > 0) & (steady["preemptions"].fillna(0) == 0))
+    return steady[ok.fillna(False)]
 
 
 def _pairs_per_prefill_token(intervals: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
@@ -425,7 +435,7 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
     return ReplicaModel(
         step_base_s=float(coef[0]), step_per_seq_s=float(coef[1]), step_per_prefill_token_s=float(coef[2]),
         step_per_context_token_s=float(per_context), step_per_prefill_pair_s=float(coef[4]),
-        kv_tokens=kv_tokens, kv_source=f"{sources['kv_tokens'].kind}: {sources['kv_tokens'].detail}",
+        kv_tokens=kv_tokens,
         max_num_seqs=max_seqs, max_num_batched_tokens=mnbt, block_size=block_size, fit=quality,
         saturation_observed=bool(saturation), saturation_evidence=saturation, observed=observed,
         assumptions=assumptions, notes=notes, max_model_len=max_len, router=router, sources=sources,

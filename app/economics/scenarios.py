@@ -198,7 +198,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     demand.paths = [p for p in demand.paths if p.name in thresholds]
     if not demand.paths:
         raise ValueError("no path with both a promise and the request histograms the demand is read from")
-    targets = calibration.observed_targets(intervals, demand, means, observed.ttft, observed.tpot)
+    targets = calibration.observed_targets(intervals, demand, means)
     fit_kv = model.sources["kv_tokens"].kind == "fitted"
     # the calibration replays the busiest CALIBRATION_HOURS (each round is one replay of them)
     first, stop = demand.busiest_span(CALIBRATION_HOURS)
@@ -207,7 +207,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     in_span = (intervals["ts"] > t0) & (intervals["ts"] <= t0 + pd.Timedelta(seconds=span.duration_s))
     say(("calibrating the twin" if calibrate else "fitting the KV capacity by simulation")
         + f" at the observed fleet size on {span.duration_s / 3600:.1f} h from {t0:%Y-%m-%d %H:%M} UTC")
-    span_targets = calibration.observed_targets(intervals[in_span], span, means, observed.ttft, observed.tpot)
+    span_targets = calibration.observed_targets(intervals[in_span], span, means)
     cal = calibration.calibrate(model, span, observed.replicas, thresholds, span_targets, fit_kv=fit_kv,
                                 scales=calibrate)
     model = cal.model
