@@ -8,6 +8,7 @@ for 7.2 min from 65 % of the span.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -390,6 +391,42 @@ def test_stretches_match_step_by_step_with_a_crash() -> None:
     for name in ("itl", "gen_tokens", "iter", "preemptions", "gauges"):
         assert np.array_equal(np.array([getattr(c, name) for c in runs[0].counters]),
                               np.array([getattr(c, name) for c in runs[1].counters])), name
+
+
+def test_a_long_export_is_written_piece_by_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A month is written in pieces (whole replicas of samples, slices of requests): the files hold
+    what one piece writes, the counts and the true shares add up, and the README says what it is."""
+    from app.simulator import sample
+
+    args = {"seed": 3, "hours": 0.5, "replicas": 3}
+    whole = sample.write_sample(tmp_path / "whole", **args)
+    monkeypatch.setattr(sample, "METRICS_PIECE_ROWS", 10)  # a piece per replica
+    monkeypatch.setattr(sample, "RECORDS_PIECE_ROWS", 500)
+    pieces = sample.write_sample(tmp_path / "pieces", **args)
+    skip = {"wall_seconds", "sim_seconds", "metrics_bytes", "requests_bytes"}
+    assert {k: v for k, v in pieces.items() if k not in skip} == {k: v for k, v in whole.items() if k not in skip}
+    assert pieces["requests"] > 2 * 500
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "pieces" / "metrics.parquet").metadata.num_row_groups == 3
+    for name in ("metrics.parquet", "requests.parquet"):
+        a, b = (pd.read_parquet(tmp_path / d / name) for d in ("whole", "pieces"))
+        pd.testing.assert_frame_equal(a.astype({c: str for c in ("metric", "labels") if c in a}),
+                                      b.astype({c: str for c in ("metric", "labels") if c in b}))
+    readme = [re.sub(r"[0-9.]+ MB", "", (tmp_path / d / "README.md").read_text()) for d in ("whole", "pieces")]
+    assert readme[0] == readme[1]  # the same but for the file sizes
+    assert "0.5 simulated hours of a 3-replica" in (tmp_path / "whole" / "README.md").read_text()
+    bare = sample.write_sample(tmp_path / "pieces", **args, records=False)
+    assert bare["requests_bytes"] is None and bare["true_shares"] == whole["true_shares"]
+    assert not (tmp_path / "pieces" / "requests.parquet").exists()
+    assert "not written" in (tmp_path / "pieces" / "README.md").read_text()
+
+
+def test_long_exports_default_to_a_minute_scrape_and_no_cap() -> None:
+    from app.simulator.sample import MAX_SAMPLE_BYTES, default_max_bytes, default_scrape_interval
+
+    assert (default_scrape_interval(24), default_max_bytes(24)) == (15.0, MAX_SAMPLE_BYTES)
+    assert (default_scrape_interval(720), default_max_bytes(720)) == (60.0, None)
 
 
 def test_config_rejects_a_kv_cache_smaller_than_a_sequence() -> None:

@@ -22,6 +22,7 @@ window's histogram increase hold exactly the requests observed in it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -113,10 +114,20 @@ def cache_config_labels(run: FleetRun) -> dict[str, str]:
     }
 
 
-def build_metrics_frame(run: FleetRun) -> pd.DataFrame:
+def build_metrics_frame(run: FleetRun, arrays: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """All scraped samples of the run: columns metric, labels (JSON object string, sorted keys), ts
-    (UTC, ms), value. Rows are grouped by replica, then series, then time."""
-    d = run_arrays(run)
+    (UTC, ms), value. Rows are grouped by replica, then series, then time. ``arrays``: the run's
+    :func:`~app.simulator.records.run_arrays`, when the caller has them already."""
+    return next(metrics_frames(run, arrays, max_rows=None))
+
+
+def metrics_frames(run: FleetRun, arrays: dict[str, np.ndarray] | None = None,
+                   max_rows: int | None = None) -> Iterator[pd.DataFrame]:
+    """The samples of :func:`build_metrics_frame` in consecutive pieces of whole replicas, each closed
+    once it holds ``max_rows`` rows or more (None: one piece), so that a month of a fleet can be
+    written without holding every sample at once. Each piece has its own categories; there is at
+    least one (possibly empty) piece."""
+    d = run_arrays(run) if arrays is None else arrays
     trace, cfg = run.trace, run.config
     dt = run.grid_dt
     n_rows = run.n_grid + 1  # + overflow row: observations after the last grid point
@@ -132,8 +143,19 @@ def build_metrics_frame(run: FleetRun) -> pd.DataFrame:
     served = [p.served_name for p in trace.spec.paths]
     metric_cat: dict[str, int] = {}
     label_cat: dict[str, int] = {}
-    parts_m, parts_l, parts_ts, parts_v = [], [], [], []
+    parts_m: list[np.ndarray] = []
+    parts_l: list[np.ndarray] = []
+    parts_ts: list[np.ndarray] = []
+    parts_v: list[np.ndarray] = []
+    rows = 0
+    yielded = False
     for r in range(cfg.replicas):
+        if max_rows is not None and rows >= max_rows:
+            yield _frame(parts_m, parts_l, parts_ts, parts_v, metric_cat, label_cat)
+            yielded = True
+            metric_cat, label_cat = {}, {}
+            parts_m, parts_l, parts_ts, parts_v = [], [], [], []
+            rows = 0
         emitted = np.flatnonzero(run.scraped(r))
         if len(emitted) == 0:
             continue
@@ -182,6 +204,13 @@ def build_metrics_frame(run: FleetRun) -> pd.DataFrame:
             parts_l.append(np.full(len(values), label_cat.setdefault(labels_json, len(label_cat)), dtype=np.int32))
             parts_ts.append(ts_ms)
             parts_v.append(values)
+            rows += len(values)
+    if parts_v or not yielded:
+        yield _frame(parts_m, parts_l, parts_ts, parts_v, metric_cat, label_cat)
+
+
+def _frame(parts_m: list[np.ndarray], parts_l: list[np.ndarray], parts_ts: list[np.ndarray],
+           parts_v: list[np.ndarray], metric_cat: dict[str, int], label_cat: dict[str, int]) -> pd.DataFrame:
     if not parts_v:
         return pd.DataFrame({c: [] for c in COLUMNS})
     return pd.DataFrame({

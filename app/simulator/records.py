@@ -57,24 +57,31 @@ def _span(end_us: np.ndarray, start_us: np.ndarray, ok: np.ndarray) -> np.ndarra
     return out
 
 
-def run_arrays(run: FleetRun) -> dict[str, np.ndarray]:
+# (array, Requests list, conversion) of run_arrays, in the order they are converted
+_OUTCOMES: tuple[tuple[str, str, str], ...] = (
+    ("arrival_us", "arrival", "us"), ("eng_arrival_us", "eng_arrival", "us"), ("scheduled_us", "sched_t", "us"),
+    ("first_token_us", "first_t", "us"), ("finish_us", "finish_t", "us"), ("replica", "replica", "int"),
+    ("path", "path", "int"), ("prompt_tokens", "prompt", "int"), ("output_tokens", "gen", "int"),
+    ("preemptions", "npre", "int"), ("reason", "reason", "int"), ("lost", "lost", "bool"))
+
+
+def run_arrays(run: FleetRun, release: bool = False) -> dict[str, np.ndarray]:
     """The run's per-request outcomes as arrays. Times (``*_us``) are whole microseconds since the
-    trace origin (``NO_TIME`` if the event did not happen); durations are seconds."""
+    trace origin (``NO_TIME`` if the event did not happen); durations are seconds.
+
+    ``release``: empty each of the run's per-request lists once it is converted (the engine keeps
+    them as Python lists, about 300 bytes a request; a month of a fleet is millions of requests), so
+    that the lists and the arrays are not held together; the run's requests are gone afterwards."""
     r = run.reqs
-    d: dict[str, np.ndarray] = {
-        "arrival_us": _us(r.arrival),
-        "eng_arrival_us": _us(r.eng_arrival),
-        "scheduled_us": _us(r.sched_t),
-        "first_token_us": _us(r.first_t),
-        "finish_us": _us(r.finish_t),
-        "replica": np.asarray(r.replica, dtype=np.int64),
-        "path": np.asarray(r.path, dtype=np.int64),
-        "prompt_tokens": np.asarray(r.prompt, dtype=np.int64),
-        "output_tokens": np.asarray(r.gen, dtype=np.int64),
-        "preemptions": np.asarray(r.npre, dtype=np.int64),
-        "reason": np.asarray(r.reason, dtype=np.int64),
-        "lost": np.asarray(r.lost, dtype=bool),
-    }
+    d: dict[str, np.ndarray] = {}
+    for key, attr, kind in _OUTCOMES:
+        values = getattr(r, attr)
+        d[key] = _us(values) if kind == "us" else np.asarray(values, dtype=bool if kind == "bool" else np.int64)
+        if release:
+            values.clear()
+    if release:
+        for attr in ("target", "hits_max", "to_prefill", "last_tok"):
+            getattr(r, attr).clear()
     first = d["first_token_us"] != NO_TIME
     done = (d["reason"] >= 0) & ~d["lost"]
     d["has_first_token"], d["finished"] = first, done
@@ -97,14 +104,19 @@ def _utc(origin: float, us: np.ndarray) -> pd.Series:
     return pd.Series(pd.to_datetime(out, unit="us", utc=True))
 
 
-def build_records(run: FleetRun) -> pd.DataFrame:
-    """One row per request (see the module docstring for the columns)."""
-    d = run_arrays(run)
+def build_records(run: FleetRun, arrays: dict[str, np.ndarray] | None = None,
+                  rows: slice | None = None) -> pd.DataFrame:
+    """One row per request (see the module docstring for the columns); ``rows``: only these requests
+    (a month of records is written piece by piece); ``arrays``: the run's :func:`run_arrays`, when
+    the caller has them already."""
+    whole = run_arrays(run) if arrays is None else arrays
+    part = rows or slice(None)
+    d = {k: v[part] for k, v in whole.items()}
     trace = run.trace
     names = np.array(trace.path_names, dtype=object)
     reason = np.array([REASON_NAMES.get(int(x)) for x in d["reason"]], dtype=object)
     frame = pd.DataFrame({
-        "id": trace.request_id,
+        "id": trace.request_id[part],
         "path": pd.Categorical(names[d["path"]], categories=list(trace.path_names)),
         "model_name": np.array([p.served_name for p in trace.spec.paths], dtype=object)[d["path"]],
         "replica": d["replica"],

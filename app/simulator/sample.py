@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app.simulator.config import NO_EVENTS, Events, FleetConfig, Restart, ScrapeGap
 from app.simulator.fleet import FleetRun, run_fleet
-from app.simulator.metrics import build_metrics_frame
-from app.simulator.records import build_records, true_shares
+from app.simulator.metrics import build_metrics_frame, metrics_frames
+from app.simulator.records import build_records, run_arrays, true_shares
 from app.simulator.trace import DEFAULT_DAY, Burst, Trace, TrafficSpec, generate_trace
 
 PROMISES = {"interactive": (0.5, 0.05), "batch": (5.0, 0.1)}  # (TTFT s, TPOT s) per path
@@ -86,12 +88,22 @@ def simulate_day(seed: int = 7, replicas: int = 4, hours: float = 24.0, scrape_i
     ``config`` overrides replicas/router/scrape interval when given. The run stops at the end of
     the export: requests still in flight have no finish.
     """
+    run = simulate_run(seed, replicas, hours, scrape_interval_s, events, router, start, warmup_s, config, traffic,
+                       bursts)
+    return SimResult(metrics_frame=build_metrics_frame(run), records=build_records(run),
+                     config=describe(run.trace, run.config, run.events, seed, run), run=run if keep_run else None)
+
+
+def simulate_run(seed: int = 7, replicas: int = 4, hours: float = 24.0, scrape_interval_s: float = 15.0,
+                 events: Events | None = None, router: str = "least_outstanding",
+                 start: datetime | float = DEFAULT_DAY, warmup_s: float = 1800.0,
+                 config: FleetConfig | None = None, traffic: TrafficSpec | None = None,
+                 bursts: tuple[Burst, ...] | None = None) -> FleetRun:
+    """The fleet run behind :func:`simulate_day` (same arguments), before any frame is built."""
     cfg = config or FleetConfig(replicas=replicas, router=router, scrape_interval_s=scrape_interval_s)
     ev = default_events(hours, cfg.replicas) if events is None else events
     trace = generate_trace(seed, hours=hours, start=start, warmup_s=warmup_s, spec=traffic, bursts=bursts)
-    run = run_fleet(trace, cfg, ev, seed=seed, drain=False)
-    return SimResult(metrics_frame=build_metrics_frame(run), records=build_records(run),
-                     config=describe(trace, cfg, ev, seed, run), run=run if keep_run else None)
+    return run_fleet(trace, cfg, ev, seed=seed, drain=False)
 
 
 def run_scenario(trace: Trace, replicas: int, config: FleetConfig | None = None, seed: int = 0,
@@ -117,55 +129,186 @@ def metrics_table(frame: pd.DataFrame) -> pa.Table:
     })
 
 
-def write_metrics_parquet(frame: pd.DataFrame, path: Path) -> int:
-    """Write the samples as long-format Parquet (zstd); return the file size in bytes."""
-    pq.write_table(metrics_table(frame), path, compression="zstd", compression_level=9,
-                   use_byte_stream_split=["value"], column_encoding={"timestamp": "DELTA_BINARY_PACKED"},
-                   use_dictionary=["metric", "labels"], write_statistics=True)
+def _metrics_options() -> dict[str, Any]:
+    """The metrics file's Parquet options (fresh each time: pyarrow fills in the dicts it is given)."""
+    return {"compression": "zstd", "compression_level": 9, "use_byte_stream_split": ["value"],
+            "column_encoding": {"timestamp": "DELTA_BINARY_PACKED"}, "use_dictionary": ["metric", "labels"],
+            "write_statistics": True}
+
+
+METRICS_PIECE_ROWS = 32_000_000  # samples written at once (whole replicas): ~0.8 GB of frame
+RECORDS_PIECE_ROWS = 2_000_000  # requests written at once
+LONG_EXPORT_HOURS = 24.0  # longer exports default to a 60 s scrape interval and no size cap
+
+
+def write_metrics_parquet(frame: pd.DataFrame | Iterable[pd.DataFrame], path: Path) -> int:
+    """Write the samples as long-format Parquet (zstd); return the file size in bytes. ``frame``: one
+    frame, or consecutive pieces of one export (:func:`~app.simulator.metrics.metrics_frames`),
+    appended to the same file (one piece writes the bytes one frame does)."""
+    pieces = [frame] if isinstance(frame, pd.DataFrame) else frame
+    writer: pq.ParquetWriter | None = None
+    try:
+        for piece in pieces:
+            table = metrics_table(piece)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, **_metrics_options())
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
     return path.stat().st_size
 
 
-def write_records_parquet(records: pd.DataFrame, path: Path) -> int:
-    """Write the per-request records (zstd; delta-coded integers and times); return the size in bytes."""
-    table = pa.Table.from_pandas(records, preserve_index=False)
-    floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
-    deltas = [f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)]
-    pq.write_table(table, path, compression="zstd", compression_level=9, use_byte_stream_split=floats,
-                   use_dictionary=["path", "finished_reason"],
-                   column_encoding=dict.fromkeys(deltas, "DELTA_BINARY_PACKED"))
+def _records_table(records: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(records, preserve_index=False)
+
+
+def _records_options(schema: pa.Schema) -> dict[str, Any]:
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    deltas = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)]
+    return {"compression": "zstd", "compression_level": 9, "use_byte_stream_split": floats,
+            "use_dictionary": ["path", "finished_reason"],
+            "column_encoding": dict.fromkeys(deltas, "DELTA_BINARY_PACKED")}
+
+
+def write_records_parquet(records: pd.DataFrame | Iterable[pd.DataFrame], path: Path) -> int:
+    """Write the per-request records (zstd; delta-coded integers and times); return the size in bytes.
+    ``records``: one frame, or consecutive pieces appended to the same file."""
+    pieces = [records] if isinstance(records, pd.DataFrame) else records
+    writer: pq.ParquetWriter | None = None
+    try:
+        for piece in pieces:
+            table = _records_table(piece)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, **_records_options(table.schema))
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
     return path.stat().st_size
+
+
+def default_scrape_interval(hours: float) -> float:
+    """15 s up to a day (the bundled sample); 60 s beyond: Prometheus' default ``scrape_interval``, and
+    the step a month's ``query_range`` export commonly uses (a month at 15 s would be ~700 M samples
+    for 8 replicas)."""
+    return 15.0 if hours <= LONG_EXPORT_HOURS else 60.0
+
+
+def default_max_bytes(hours: float) -> int | None:
+    """The size cap of ``metrics.parquet``: ``MAX_SAMPLE_BYTES`` up to a day (the bundled sample is
+    committed), none beyond (each doubling of the interval simulates the whole span again)."""
+    return MAX_SAMPLE_BYTES if hours <= LONG_EXPORT_HOURS else None
+
+
+def _pieces(n: int, size: int) -> list[slice]:
+    return [slice(a, min(a + size, n)) for a in range(0, n, size)] or [slice(0, 0)]
+
+
+def _whole_shares(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-path true shares (``window_s=None``) of pieces of the records, added up: the counts sum, the
+    shares are the counts' ratios (as :func:`true_shares` computes them)."""
+    counts = ["first_tokens", "ttft_breached", "finished", "tpot_breached", "joint_breached"]
+    frame = pd.concat(parts, ignore_index=True)
+    total = frame.groupby("path", sort=False, observed=True)[counts].sum().reset_index()
+    total.insert(0, "window_start", frame["window_start"].iloc[0] if len(frame) else pd.NaT)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total["ttft_share"] = np.where(total["first_tokens"] > 0, total["ttft_breached"] / total["first_tokens"], np.nan)
+        total["tpot_share"] = np.where(total["finished"] > 0, total["tpot_breached"] / total["finished"], np.nan)
+        total["joint_share"] = np.where(total["finished"] > 0, total["joint_breached"] / total["finished"], np.nan)
+    return total[list(parts[0].columns)]
+
+
+def _distributions(d: dict[str, np.ndarray], names: tuple[str, ...]) -> list[dict[str, float | str]]:
+    """Per path, TPOT and TTFT of the finished requests: median, 99th percentile, share above 25 ms."""
+    out: list[dict[str, float | str]] = []
+    for k, name in enumerate(names):
+        done = d["finished"] & (d["path"] == k)
+        if not done.any():
+            continue
+        tpot, ttft = d["tpot_s"][done], d["ttft_s"][done]
+        out.append({"path": name, "tpot_median": float(np.median(tpot)), "tpot_p99": float(np.quantile(tpot, 0.99)),
+                    "tpot_above_25ms": float((tpot > 0.025).mean()), "ttft_median": float(np.median(ttft)),
+                    "ttft_p99": float(np.quantile(ttft, 0.99))})
+    return out
+
+
+def _write_run_metrics(run: FleetRun, d: dict[str, np.ndarray], path: Path) -> tuple[int, int, int]:
+    """Write the run's samples piece by piece; (bytes, samples, series)."""
+    samples = 0
+    series: set[tuple[str, str]] = set()
+
+    def pieces() -> Iterator[pd.DataFrame]:
+        nonlocal samples
+        for piece in metrics_frames(run, d, max_rows=METRICS_PIECE_ROWS):
+            samples += len(piece)
+            pairs = piece[["metric", "labels"]].drop_duplicates()
+            series.update(zip(pairs["metric"].astype(str), pairs["labels"].astype(str), strict=True))
+            yield piece
+
+    size = write_metrics_parquet(pieces(), path)
+    return size, samples, len(series)
 
 
 def write_sample(out_dir: str | Path, seed: int = 7, hours: float = 24.0, replicas: int = 4,
-                 scrape_interval_s: float = 15.0, max_bytes: int = MAX_SAMPLE_BYTES,
-                 events: Events | None = None) -> dict[str, Any]:
-    """Write ``metrics.parquet``, ``requests.parquet``, ``simulation.json`` and ``README.md`` into
-    ``out_dir``. The scrape interval doubles until the metrics file fits in ``max_bytes``."""
+                 scrape_interval_s: float | None = None, max_bytes: int | None | Literal["default"] = "default",
+                 events: Events | None = None, records: bool = True,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write ``metrics.parquet``, ``requests.parquet`` (unless not ``records``), ``simulation.json`` and
+    ``README.md`` into ``out_dir``. The scrape interval (default :func:`default_scrape_interval`)
+    doubles until the metrics file fits in ``max_bytes`` (default :func:`default_max_bytes`; None: no
+    cap). Both files are written piece by piece, so a month of a fleet (~14 M requests, ~180 M
+    samples at 60 s for 8 replicas) never holds every sample or every record at once; the engine's
+    per-request lists are the peak (released as soon as the run is over)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _msg: None)
+    cap = default_max_bytes(hours) if max_bytes == "default" else max_bytes
     wall = time.perf_counter()
-    interval = scrape_interval_s
+    interval = default_scrape_interval(hours) if scrape_interval_s is None else scrape_interval_s
     while True:
-        result = simulate_day(seed=seed, replicas=replicas, hours=hours, scrape_interval_s=interval,
-                              events=events, keep_run=True)
-        size = write_metrics_parquet(result.metrics_frame, out / "metrics.parquet")
-        if size <= max_bytes or interval >= 300:
+        say(f"simulating {hours:g} h of {replicas} replicas, scraped every {interval:g} s")
+        run = simulate_run(seed=seed, replicas=replicas, hours=hours, scrape_interval_s=interval, events=events)
+        trace = run.trace
+        d = run_arrays(run, release=True)
+        say(f"  {len(trace):,} requests simulated in {run.sim_seconds:.0f} s; writing metrics.parquet")
+        size, samples, series = _write_run_metrics(run, d, out / "metrics.parquet")
+        if cap is None or size <= cap or interval >= 300:
             break
         interval *= 2
-    rec_size = write_records_parquet(result.records, out / "requests.parquet")
-    shares = true_shares(result.records, None, PROMISES, start=pd.Timestamp(result.config["export_start"]))
-    summary = {**result.config, "scrape_interval_s": interval, "samples": len(result.metrics_frame),
-               "series": int(result.metrics_frame.groupby(["metric", "labels"], observed=True).ngroups),
-               "metrics_bytes": size, "requests_bytes": rec_size,
+        say(f"  metrics.parquet is {size / 1e6:.1f} MB, above {cap / 1e6:.1f} MB: again at {interval:g} s")
+        del run, d  # not held while the next run builds its own
+    config = describe(trace, run.config, run.events, seed, run)
+    start = pd.Timestamp(config["export_start"])
+    pieces = _pieces(len(trace), RECORDS_PIECE_ROWS)
+    share_parts = []
+
+    def record_pieces() -> Iterator[pd.DataFrame]:
+        for rows in pieces:
+            frame = build_records(run, d, rows)
+            share_parts.append(true_shares(frame, None, PROMISES, start=start))
+            yield frame
+
+    if records:
+        say(f"writing requests.parquet ({len(trace):,} requests)")
+        rec_size: int | None = write_records_parquet(record_pieces(), out / "requests.parquet")
+    else:
+        rec_size = None
+        (out / "requests.parquet").unlink(missing_ok=True)  # not another run's records beside these metrics
+        for _ in record_pieces():
+            pass
+    shares = _whole_shares(share_parts)
+    summary = {**config, "scrape_interval_s": interval, "samples": samples,
+               "series": series, "metrics_bytes": size, "requests_bytes": rec_size,
                "true_shares": shares.drop(columns=["window_start"]).to_dict(orient="records"),
                "promises": {k: {"ttft_s": v[0], "tpot_s": v[1]} for k, v in PROMISES.items()},
                "wall_seconds": round(time.perf_counter() - wall, 1)}
     (out / "simulation.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    (out / "README.md").write_text(sample_readme(summary, result))
+    (out / "README.md").write_text(sample_readme(summary, len(trace), _distributions(d, trace.path_names)))
     return summary
 
 
-def sample_readme(s: dict[str, Any], result: SimResult) -> str:
+def sample_readme(s: dict[str, Any], n_records: int, distributions: list[dict[str, float | str]]) -> str:
     """The sample directory's README: what the files are and how they were made."""
     eng, step = s["fleet"]["engine"], s["fleet"]["step"]
     paths = s["traffic"]["paths"]
@@ -182,14 +325,16 @@ def sample_readme(s: dict[str, Any], result: SimResult) -> str:
     restarts = "; ".join(f"replica {r['replica']} (`10.0.0.{r['replica'] + 1}:8000`) crashes {r['crash'][11:19]} UTC, "
                          f"ready {r['ready'][11:19]} UTC" for r in s["restarts"]) or "none"
     gaps = "; ".join(f"{g['start'][11:19]}–{g['end'][11:19]} UTC" for g in s["scrape_gaps"]) or "none"
-    n_records = len(result.records)
-    done = result.records[result.records.finished_reason.notna() & ~result.records.lost]
     tpot_lines = "\n".join(
-        f"- {path}: TPOT median {g.tpot_s.median() * 1e3:.1f} ms, p99 {g.tpot_s.quantile(0.99) * 1e3:.1f} ms, "
-        f"above 25 ms {(g.tpot_s > 0.025).mean():.2%}; TTFT median {g.ttft_s.median() * 1e3:.0f} ms, "
-        f"p99 {g.ttft_s.quantile(0.99):.2f} s"
-        for path, g in done.groupby("path", observed=True))
-    return f"""# Bundled sample: one simulated day of a 4-replica vLLM fleet
+        f"- {g['path']}: TPOT median {g['tpot_median'] * 1e3:.1f} ms, p99 {g['tpot_p99'] * 1e3:.1f} ms, "
+        f"above 25 ms {g['tpot_above_25ms']:.2%}; TTFT median {g['ttft_median'] * 1e3:.0f} ms, "
+        f"p99 {g['ttft_p99']:.2f} s" for g in distributions)
+    hours = (pd.Timestamp(s["export_end"]) - pd.Timestamp(s["export_start"])).total_seconds() / 3600
+    span = "one simulated day" if hours == 24 else (f"{hours / 24:g} simulated days" if hours % 24 == 0
+                                                    else f"{hours:g} simulated hours")
+    requests_file = (f"({s['requests_bytes'] / 1e6:.1f} MB)" if s["requests_bytes"] is not None
+                     else "(not written: `--no-records`)")
+    return f"""# Bundled sample: {span} of a {s['fleet']['replicas']}-replica vLLM fleet
 
 Synthetic — produced by Headroom's fleet simulator (`app/simulator/`), not captured from a real
 fleet. It is the export the dashboard opens on and the ground truth of the tests: the per-request
@@ -198,12 +343,12 @@ records behind every histogram are included, so breach shares can be checked exa
 | file | what |
 | --- | --- |
 | `metrics.parquet` | the Prometheus export: long format, columns `timestamp` (UTC, ms), `metric`, `labels` (JSON object), `value`; {s['samples']:,} samples of {s['series']:,} series, scraped every {s['scrape_interval_s']:g} s from {s['export_start']} to {s['export_end']} ({s['metrics_bytes'] / 1e6:.1f} MB) |
-| `requests.parquet` | one row per request ({n_records:,}): `id, path, model_name, replica, arrival, scheduled, first_token, finish` (UTC, µs), `prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s, finished_reason, preemptions, lost` ({s['requests_bytes'] / 1e6:.1f} MB); see `app/simulator/records.py` for the definitions |
+| `requests.parquet` | one row per request ({n_records:,}): `id, path, model_name, replica, arrival, scheduled, first_token, finish` (UTC, µs), `prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s, finished_reason, preemptions, lost` {requests_file}; see `app/simulator/records.py` for the definitions |
 | `simulation.json` | every parameter of the run, the events, and the true shares below |
 
 Regenerate (deterministic: same seed, same bytes):
 
-    python -m app.simulator --seed {s['seed']} --out data/sample --hours 24 --replicas 4
+    python -m app.simulator --seed {s['seed']} --out data/sample --hours {hours:g} --replicas {s['fleet']['replicas']}
 
 ## Fleet
 
