@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--size", choices=["small", "full"], default="small",
                     help="small: under a minute; full: 1 M text lines, 1/10/100 M samples, a 30-day cube, a day replay")
     pb.add_argument("--format", choices=["table", "json"], default="table")
-    pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction")
+    pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month")
     pb.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
     pb.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
     pb.add_argument("--quiet", action="store_true", help="no progress on stderr")

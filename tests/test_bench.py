@@ -45,6 +45,23 @@ def whole(fleet: data.FleetInfo, tmp_path_factory: pytest.TempPathFactory) -> st
     return str(out)
 
 
+def test_month_export_is_reused_from_the_workdir(tmp_path: Path) -> None:
+    """A rerun with --workdir finds the month export it generated (same parameters) and skips the
+    simulation; other parameters generate again."""
+    from dataclasses import replace
+
+    from app.bench import suites
+
+    size = replace(suites.SIZES["small"], month_hours=0.1, month_replicas=2)
+    lines: list[str] = []
+    first, made = suites.month_export(size, tmp_path, lines.append)
+    assert made["reused"] is False and made["samples"] > 0 and (first / "metrics.parquet").exists()
+    again, reused = suites.month_export(size, tmp_path, lines.append)
+    assert again == first and reused["reused"] is True and reused["seconds"] == made["seconds"]
+    _, other = suites.month_export(replace(size, month_replicas=3), tmp_path, lines.append)
+    assert other["reused"] is False
+
+
 def test_generated_fleet_is_deterministic(tmp_path: Path) -> None:
     a = data.write_fleet_parquet(tmp_path / "a", 60_000, seed=3)
     b = data.write_fleet_parquet(tmp_path / "b", 60_000, seed=3)
@@ -87,7 +104,7 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert set(doc["machine"]) >= {"cores", "memory_gb", "python", "duckdb"}
     names = {r["name"] for r in doc["results"]}
     expected = {"text_ingest", "parquet_load", "cube_build", "parquet_to_cube", "promise_change", "price_change",
-                "scenario_replay", "scenario_grid"}
+                "scenario_replay", "scenario_grid", "economics_month"}
     if promql.available():
         expected.add("promql_cube")
     assert expected <= names
@@ -112,6 +129,14 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert [r["samples"] for r in doc["results"] if r["name"] == "cube_build"] == sorted(
         r["samples"] for r in doc["results"] if r["name"] == "cube_build")
     assert isinstance(doc["growth_exponent"], float)
+    # the month row, scaled down: its phases add up, its export is the bench's own, each phase has a peak
+    month = by_name["economics_month"]["detail"]
+    assert math.isclose(by_name["economics_month"]["seconds"], month["load_s"] + month["analyse_s"] + month["grid_s"],
+                        rel_tol=1e-2)
+    assert month["generation_reused"] is False and month["requests"] > 0 and month["scenarios"] == 6
+    assert all(month[f"{k}_peak_rss_mb"] > 0 for k in ("load", "analyse", "grid", "grid_sequential"))
+    assert by_name["economics_month"]["peak_rss_mb"] == max(
+        month[f"{k}_peak_rss_mb"] for k in ("load", "analyse", "grid", "grid_sequential"))
     table = render.to_table(doc)
     assert "cube_build" in table and "growth exponent" in table and "cores" in table
 

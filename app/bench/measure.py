@@ -83,19 +83,103 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(task: dict[str, Any], workdir: Path, timeout_s: float = 7200) -> dict[str, Any]:
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS, so that the next
+    :func:`peak_rss_mb` is the peak of what runs from now on (Linux: ``/proc/self/clear_refs``);
+    False where that is not possible (the peak then stays the process's)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kb(pid: int, field: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class ChildMemory:
+    """Samples, on a thread, the memory of this process's child processes (a pool's workers): the
+    highest ``VmHWM`` of any child, and the highest sum of this process's and its children's RSS seen
+    at one instant (every ``interval_s``; growth in a child's last interval before it exits is
+    missed). Use as a context manager."""
+
+    def __init__(self, interval_s: float = 0.5):
+        import threading
+
+        self.interval_s = interval_s
+        self.child_peak_mb = 0.0
+        self.tree_peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _children(self) -> list[int]:
+        me = os.getpid()
+        out = []
+        for task in Path(f"/proc/{me}/task").glob("*/children"):
+            try:
+                out += [int(x) for x in task.read_text().split()]
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            total = _status_kb(os.getpid(), "VmRSS") or 0
+            for pid in self._children():
+                total += _status_kb(pid, "VmRSS") or 0
+                self.child_peak_mb = max(self.child_peak_mb, (_status_kb(pid, "VmHWM") or 0) / 1024)
+            self.tree_peak_mb = max(self.tree_peak_mb, total / 1024)
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> ChildMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def child(task: dict[str, Any], workdir: Path, timeout_s: float = 7200,
+          log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one task of :mod:`app.bench.worker` in a fresh Python process and return its JSON answer
-    (it measures its own time and peak RSS, so neither includes this process)."""
+    (it measures its own time and peak RSS, so neither includes this process). ``log`` receives the
+    task's progress lines (its stderr) as they come."""
+    import tempfile
+
     env = dict(os.environ)
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     env["TMPDIR"] = str(tmp)  # DuckDB spills under the bench's own directory
-    proc = subprocess.run([sys.executable, "-m", "app.bench.worker", json.dumps(task)], capture_output=True,
-                          text=True, env=env, timeout=timeout_s, cwd=str(Path(__file__).resolve().parents[2]))
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError(f"bench task {task.get('task')} failed (exit {proc.returncode}): " + " | ".join(tail))
+    errors: list[str] = []
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.bench.worker", json.dumps(task)], stdout=out,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=str(Path(__file__).resolve().parents[2]))
+        assert proc.stderr is not None
+        deadline = time.monotonic() + timeout_s
+        for line in proc.stderr:  # until the task closes it (exits)
+            errors.append(line.rstrip("\n"))
+            if log is not None and line.startswith("  "):
+                log(line.rstrip("\n"))
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+        code = proc.wait()
+        out.seek(0)
+        lines = [ln for ln in out.read().splitlines() if ln.startswith("{")]
+    if code != 0 or not lines:
+        tail = errors[-5:]
+        raise RuntimeError(f"bench task {task.get('task')} failed (exit {code}): " + " | ".join(tail))
     return json.loads(lines[-1])
 
 

@@ -17,6 +17,7 @@ GOALS = {
     ("price_change", None): "≤ 50 ms",
     ("scenario_replay", None): "≤ 0.1 s per replica-hour",
     ("scenario_grid", "sequential"): "10 scenarios within a minute on 2 cores",
+    ("economics_month", "sequential"): "≤ 5 min on 2 cores; ≤ 4 GB peak RSS",
 }
 
 
@@ -89,6 +90,14 @@ def to_table(doc: dict[str, Any]) -> str:
         if r["name"] == "scenario_grid":
             note.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, "
                         f"{d['processes']} processes")
+        if r["name"] == "economics_month":
+            note.append(f"{d['hours']:g} h x {d['replicas']} replicas, {_samples(d['requests'])} requests, "
+                        f"{d['scrape_interval_s']:g} s scrape; load {d['load_s']:.1f} s ({d['load_peak_rss_mb']:,.0f} MiB), "
+                        f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB), grid "
+                        f"{d['grid_s']:.1f} s ({d['scenarios']} scenarios x {d['seeds']} seeds, "
+                        f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
+                        f"{d['grid_workers_peak_rss_mb']:,.0f} MiB peak); generated in {d['generation_s']:.0f} s "
+                        f"({d['generation_peak_rss_mb']:,.0f} MiB{', reused' if d['generation_reused'] else ''})")
         if r["name"] == "scenario_replay":
             note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h in {d['replay_s']:.2f} s")
         if r["name"] == "cube_build":

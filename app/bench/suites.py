@@ -37,16 +37,24 @@ class Size:
     grid_traffic: tuple[float, ...]
     repeat: int
     interaction_budget_s: float
+    month_hours: float  # the economics_month export: hours x replicas, simulated
+    month_replicas: int
+    month_grid_replicas: tuple[int, ...]
+    month_grid_traffic: tuple[float, ...]
+    month_seeds: int
 
 
 SIZES = {
     "small": Size("small", text_lines=50_000, cube_samples=(100_000, 300_000, 1_000_000), cube_files=(1, 1, 1),
                   pandas_at=300_000, interaction_days=3, interaction_paths=10, replay_hours=0.5,
-                  grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3, interaction_budget_s=6),
+                  grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3, interaction_budget_s=6,
+                  month_hours=0.5, month_replicas=4, month_grid_replicas=(3, 4, 5), month_grid_traffic=(1.0, 1.5),
+                  month_seeds=2),
     "full": Size("full", text_lines=1_000_000, cube_samples=(1_000_000, 10_000_000, 100_000_000),
                  cube_files=(1, 1, 10), pandas_at=10_000_000, interaction_days=30, interaction_paths=10,
                  replay_hours=24, grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3,
-                 interaction_budget_s=240),
+                 interaction_budget_s=240, month_hours=720, month_replicas=8, month_grid_replicas=(6, 8, 10),
+                 month_grid_traffic=(1.0, 1.5), month_seeds=3),
 }
 
 
@@ -469,6 +477,86 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
                 "what": "scenarios.grid (N' x traffic, 1 seed) with its default worker processes, against "
                         "the same grid with workers=1"}))
     return results, analysis, predictions
+
+
+# -- economics at month scale ------------------------------------------------------------------------
+MONTH_SEED = 7
+
+
+def month_export(size: Size, workdir: Path, log: Log) -> tuple[Path, dict[str, Any]]:
+    """The month benchmark's export (``headroom simulate --hours H --replicas R``, metrics only) in
+    ``workdir``, generated in its own process, or found there from an earlier run with the same
+    parameters; (its directory, how it was made: parameters, seconds, peak RSS, reused)."""
+    import json
+
+    params = {"seed": MONTH_SEED, "hours": size.month_hours, "replicas": size.month_replicas}
+    out = workdir / f"month-{size.month_hours:g}h-{size.month_replicas}r"
+    made = out / "bench.json"
+    metrics = out / "metrics.parquet"
+    if made.exists() and metrics.exists():
+        info = json.loads(made.read_text())
+        if info.get("params") == params and info.get("metrics_bytes") == metrics.stat().st_size:
+            log(f"month export found in {out} (generated earlier in {info['seconds']:.0f} s): reused")
+            return out, {**info, "reused": True}
+    made.unlink(missing_ok=True)
+    log(f"simulating the month export: headroom simulate --hours {size.month_hours:g} --replicas "
+        f"{size.month_replicas} --no-records (its own process)")
+    res = child({"task": "simulate", "out": str(out), **params}, workdir, timeout_s=4 * 3600, log=log)
+    summary = res["summary"]
+    info = {"params": params, "seconds": res["seconds"], "peak_rss_mb": res["peak_rss_mb"],
+            "metrics_bytes": summary["metrics_bytes"], "samples": summary["samples"], "series": summary["series"],
+            "requests": summary["requests"], "scrape_interval_s": summary["scrape_interval_s"],
+            "sim_seconds": summary.get("sim_seconds"), "true_shares": summary["true_shares"]}
+    made.write_text(json.dumps(info, indent=2) + "\n")
+    log(f"  {info['requests']:,} requests, {info['samples']:,} samples of {info['series']:,} series every "
+        f"{info['scrape_interval_s']:g} s ({info['metrics_bytes'] / 1e6:.0f} MB) in {info['seconds']:.0f} s, "
+        f"peak RSS {info['peak_rss_mb']:.0f} MiB")
+    return out, {**info, "reused": False}
+
+
+def economics_month(size: Size, workdir: Path, log: Log) -> list[Result]:
+    """A simulated month of a fleet (``--size small``: an hour) end to end in one fresh process: load
+    + analyse + a scenario grid with several seeds on every core, against the same grid in one
+    process; the phase split and each phase's peak RSS in ``detail``."""
+    out, made = month_export(size, workdir, log)
+    task = {"task": "month", "metrics": str(out / "metrics.parquet"), "db": str(workdir / "month.duckdb"),
+            "replicas": list(size.month_grid_replicas), "traffic": list(size.month_grid_traffic),
+            "seeds": size.month_seeds}
+    res = child(task, workdir, timeout_s=24 * 3600, log=lambda msg: log(f"  {msg.strip()}"))
+    (workdir / "month.duckdb").unlink(missing_ok=True)
+    ph = res["phases"]
+    base = ph["load"]["seconds"] + ph["analyse"]["seconds"]
+    seconds = base + ph["grid"]["seconds"]
+    reference = base + ph["grid_sequential"]["seconds"]
+    scenarios_n = len(size.month_grid_replicas) * len(size.month_grid_traffic)
+    hours = res["demand_hours"] + 0.25  # each twin run replays a quarter hour of warm-up before the export
+    replica_hours = sum(size.month_grid_replicas) * len(size.month_grid_traffic) * size.month_seeds * hours
+    log(f"  month: {seconds:.1f} s on {res['processes']} processes (load {ph['load']['seconds']:.1f} s, analyse "
+        f"{ph['analyse']['seconds']:.1f} s, grid {ph['grid']['seconds']:.1f} s); in one process {reference:.1f} s; "
+        f"peak RSS {res['peak_rss_mb']:.0f} MiB")
+    return [Result(
+        name="economics_month", samples=res["samples"], seconds=seconds, reference="sequential",
+        reference_seconds=reference, peak_rss_mb=res["peak_rss_mb"], runs=[seconds], reference_runs=[reference],
+        detail={"hours": size.month_hours, "replicas": size.month_replicas,
+                "observed_replicas": res["observed_replicas"], "scenarios": scenarios_n, "seeds": size.month_seeds,
+                "grid_replicas": list(size.month_grid_replicas), "grid_traffic": list(size.month_grid_traffic),
+                "replica_hours": round(replica_hours, 1), "processes": res["processes"],
+                "requests": made["requests"], "series": made["series"], "scrape_interval_s": made["scrape_interval_s"],
+                "metrics_bytes": made["metrics_bytes"],
+                "generation_s": round(made["seconds"], 1), "generation_peak_rss_mb": round(made["peak_rss_mb"], 1),
+                "generation_reused": made["reused"],
+                **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},
+                **{f"{k}_peak_rss_mb": round(v["peak_rss_mb"], 1) for k, v in ph.items()},
+                "grid_workers_peak_rss_mb": round(ph["grid"]["workers_peak_rss_mb"], 1),
+                "grid_tree_peak_rss_mb": round(ph["grid"]["tree_peak_rss_mb"], 1),
+                "peak_reset_per_phase": res["peak_reset"], "flagged_predictions": res["flagged"],
+                "s_per_replica_hour": round(ph["grid"]["seconds"] / replica_hours, 5),
+                "what": "load (Workspace.load_file) + analyse (fit, demand, calibration, residual) + a "
+                        f"{scenarios_n}-scenario grid x {size.month_seeds} seeds on every core, in one fresh "
+                        "process, against the same with the grid in one process; the export is simulated by "
+                        "the bench (generation_s, not counted) and reused from --workdir; peak RSS: the "
+                        "process's own (each phase's, reset between phases); the grid's worker processes and "
+                        "the process tree's sampled total beside it"})]
 
 
 def growth_exponent(results: list[Result]) -> float | None:

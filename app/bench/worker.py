@@ -6,7 +6,8 @@ its peak RSS, so a 100 M-sample build is measured on its own, not on top of what
 Tasks: ``load`` (files into a workspace file), ``cube`` (the cube of every dataset of a workspace
 file, found where the load kept it and built from scratch, optionally written to Parquet), ``grouped`` (the least a cube must do: one group-by of the stored
 samples per series and window, no counter resets, labels or paths), ``pandas`` (the reference cube of
-one Parquet file, optionally written to Parquet).
+one Parquet file, optionally written to Parquet), ``simulate`` (the month benchmark's export), ``month``
+(load, analyse and the scenario grid of that export, phase by phase).
 """
 
 from __future__ import annotations
@@ -110,13 +111,86 @@ def _pandas(task: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "cube_rows": len(cube)}
 
 
-TASKS = {"load": _load, "cube": _cube, "grouped": _grouped, "pandas": _pandas}
+def _say(message: str) -> None:
+    """A progress line for the bench's log (the parent shows stderr lines that start with two spaces)."""
+    sys.stderr.write(f"  {message}\n")
+    sys.stderr.flush()
+
+
+def _simulate(task: dict[str, Any]) -> dict[str, Any]:
+    """``headroom simulate`` of the month benchmark's export (metrics only)."""
+    from app.simulator.sample import write_sample
+
+    t0 = time.perf_counter()
+    summary = write_sample(task["out"], seed=int(task["seed"]), hours=float(task["hours"]),
+                           replicas=int(task["replicas"]), records=False, progress=lambda m: _say(m.strip()))
+    return {"seconds": time.perf_counter() - t0, "summary": summary}
+
+
+def _month(task: dict[str, Any]) -> dict[str, Any]:
+    """The month benchmark in one process: load the export into a fresh workspace file, analyse it (fit,
+    demand, calibration, residual), then the scenario grid on every core and again in this process.
+    Each phase reports its time and this process's peak RSS during it (the peak is reset between
+    phases where Linux allows); the grid on every core also the peak of its worker processes and of
+    the whole process tree."""
+    from app.bench.measure import ChildMemory, reset_peak_rss
+    from app.economics import scenarios
+    from app.promise import Promise
+    from app.store import Workspace
+
+    phases: dict[str, dict[str, float]] = {}
+    resettable = reset_peak_rss()
+
+    def phase(name: str, seconds: float, **extra: float) -> None:
+        phases[name] = {"seconds": seconds, "peak_rss_mb": peak_rss_mb(), **extra}
+        _say(f"{name}: {seconds:.1f} s, peak RSS {phases[name]['peak_rss_mb']:.0f} MiB")
+        reset_peak_rss()
+
+    db = Path(task["db"])
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    with Workspace(str(db)) as ws:
+        ws.con.execute("set enable_progress_bar = false")
+        t0 = time.perf_counter()
+        report = ws.load_file(Path(task["metrics"]))
+        if report.status != "loaded":
+            raise RuntimeError(f"{task['metrics']}: {report.status} {report.errors}")
+        phase("load", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], PATH_LABELS,
+                                     progress=_say)
+        phase("analyse", time.perf_counter() - t0)
+    replicas, traffic, seeds = list(task["replicas"]), list(task["traffic"]), int(task["seeds"])
+    hours = analysis.demand.duration_s / 3600
+    _say(f"grid of {len(replicas) * len(traffic)} scenarios x {seeds} seeds on {scenarios.default_workers()} "
+         f"processes ({hours:.1f} h of demand, observed N={analysis.observed.replicas})")
+    with ChildMemory() as pool:
+        t0 = time.perf_counter()
+        predictions = scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, progress=_say)
+        seconds = time.perf_counter() - t0
+    phase("grid", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
+    _say("the same grid in this process:")
+    t0 = time.perf_counter()
+    scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, workers=1, progress=_say)
+    phase("grid_sequential", time.perf_counter() - t0)
+    return {"phases": phases, "peak_reset": resettable, "samples": report.samples,
+            "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
+            "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},
+            "processes": scenarios.default_workers(),
+            "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()),
+            "flagged": sum(p.flagged for p in predictions),
+            "predictions": [{"replicas": p.replicas, "traffic": p.traffic, "path": p.path,
+                             "breach_share": p.breach_share, "flagged": p.flagged} for p in predictions]}
+
+
+TASKS = {"load": _load, "cube": _cube, "grouped": _grouped, "pandas": _pandas, "simulate": _simulate,
+         "month": _month}
 
 
 def main(argv: list[str]) -> int:
     task = json.loads(argv[0])
     out = TASKS[task["task"]](task)
-    out["peak_rss_mb"] = peak_rss_mb()
+    out["peak_rss_mb"] = max(out.get("peak_rss_mb", 0.0), peak_rss_mb())  # a task that resets it gives its own
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
 

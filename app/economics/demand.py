@@ -31,6 +31,7 @@ from app.store import Workspace
 DEMAND_WINDOW_S = 60
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
+SAMPLE_CHUNK = 1 << 18  # requests whose bucket is drawn at once (a [chunk, buckets] comparison)
 
 
 @dataclass
@@ -119,20 +120,32 @@ class LengthDistribution:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         if windows is not None and self.local_shares is not None:
-            cum = np.cumsum(self.local_shares[np.clip(windows, 0, len(self.local_shares) - 1)], axis=1)
-            bucket = np.minimum((rng.uniform(size=n)[:, None] > cum).sum(axis=1), len(self.shares) - 1)
+            cum = np.cumsum(self.local_shares, axis=1)  # per window, not per request: a month is millions
+            row = np.clip(windows, 0, len(self.local_shares) - 1)
+            u = rng.uniform(size=n)
+            bucket = np.empty(n, dtype=np.int64)
+            for a in range(0, n, SAMPLE_CHUNK):  # [requests, buckets] a chunk at a time
+                part = slice(a, a + SAMPLE_CHUNK)
+                bucket[part] = (u[part, None] > cum[row[part]]).sum(axis=1)
+            bucket = np.minimum(bucket, len(self.shares) - 1)
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
-        lower, upper = (e[bucket] for e in self._edges())
+        edges = self._edges()
         dist = stats.lognorm(s=self.sigma, scale=math.exp(self.mu))
-        lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
-        # where the fit puts no mass inside the bucket, fall back to uniform inside it
-        flat = hi_cdf - lo_cdf < 1e-12
         u = rng.uniform(size=n)
-        x = np.where(flat, lower + u * (upper - lower), dist.ppf(lo_cdf + u * np.where(flat, 0, hi_cdf - lo_cdf)))
-        if self.spread != 1.0:
-            x = np.minimum(lower + self.spread * (x - lower), upper)
-        return np.clip(np.rint(x), 1, self.max_len).astype(np.int64)
+        out = np.empty(n, dtype=np.int64)
+        for a in range(0, n, SAMPLE_CHUNK):  # a chunk at a time: a dozen temporaries per request
+            part = slice(a, a + SAMPLE_CHUNK)
+            lower, upper = (e[bucket[part]] for e in edges)
+            lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
+            # where the fit puts no mass inside the bucket, fall back to uniform inside it
+            flat = hi_cdf - lo_cdf < 1e-12
+            v = u[part]
+            x = np.where(flat, lower + v * (upper - lower), dist.ppf(lo_cdf + v * np.where(flat, 0, hi_cdf - lo_cdf)))
+            if self.spread != 1.0:
+                x = np.minimum(lower + self.spread * (x - lower), upper)
+            out[part] = np.clip(np.rint(x), 1, self.max_len)
+        return out
 
 
 @dataclass
