@@ -348,14 +348,23 @@ def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
 
 
 _REQUESTS_KEPT = 4  # synthesized request sets a process keeps (about 30-50 MB each for a day)
+_REQUESTS_KEPT_BYTES = 1 << 30  # and at most this much of them (a month at traffic x1.5 is ~0.6 GB a set)
+_REQUEST_BYTES = 25  # arrival (float64), path (int8), prompt and output tokens (int64)
+
+
+def _held_bytes(cache: dict[tuple[float, float, int], Any]) -> int:
+    return sum(sum(v.nbytes for v in reqs.values()) for reqs in cache.values())
 
 
 def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], Any]) -> RunShares:
     """One twin run. ``cache`` keeps the last synthesized requests: the runs of a grid row (same
-    traffic, context and seed at several N') replay the same requests, one row after another."""
+    traffic, context and seed at several N') replay the same requests, one row after another. It holds
+    at most ``_REQUESTS_KEPT`` sets and ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are
+    hundreds of MB each); the oldest go first."""
     key = (job.traffic, job.context, job.seed)
     if key not in cache:
-        while len(cache) >= _REQUESTS_KEPT:
+        expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * _REQUEST_BYTES
+        while cache and (len(cache) >= _REQUESTS_KEPT or _held_bytes(cache) + expected > _REQUESTS_KEPT_BYTES):
             del cache[next(iter(cache))]  # the oldest
         cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed,
                                      twin_max_model_len(analysis.model))
