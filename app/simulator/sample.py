@@ -136,7 +136,7 @@ def _metrics_options() -> dict[str, Any]:
             "write_statistics": True}
 
 
-METRICS_PIECE_ROWS = 32_000_000  # samples written at once (whole replicas): ~0.8 GB of frame
+METRICS_PIECE_ROWS = 16_000_000  # samples written at once (whole replicas; a month at 60 s is 23 M a replica)
 RECORDS_PIECE_ROWS = 2_000_000  # requests written at once
 LONG_EXPORT_HOURS = 24.0  # longer exports default to a 60 s scrape interval and no size cap
 
