@@ -321,6 +321,11 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
         parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,
                       "output_tokens": output})
-    merged = {key: np.concatenate([d[key] for d in parts]) for key in parts[0]}
+    keys = list(parts[0])
+    merged = {}
+    for key in keys:  # column by column, each path's piece let go once merged (a month is ~20 M requests)
+        merged[key] = np.concatenate([d.pop(key) for d in parts])
     order = np.argsort(merged["arrival_s"], kind="stable")
-    return {key: v[order] for key, v in merged.items()}
+    for key in keys:
+        merged[key] = merged[key][order]
+    return merged
