@@ -257,7 +257,7 @@ def write_sample(out_dir: str | Path, seed: int = 7, hours: float = 24.0, replic
     """Write ``metrics.parquet``, ``requests.parquet`` (unless not ``records``), ``simulation.json`` and
     ``README.md`` into ``out_dir``. The scrape interval (default :func:`default_scrape_interval`)
     doubles until the metrics file fits in ``max_bytes`` (default :func:`default_max_bytes`; None: no
-    cap). Both files are written piece by piece, so a month of a fleet (~14 M requests, ~180 M
+    cap). Both files are written piece by piece, so a month of a fleet (14.4 M requests, 185 M
     samples at 60 s for 8 replicas) never holds every sample or every record at once; the engine's
     per-request lists are the peak (released as soon as the run is over)."""
     out = Path(out_dir)
