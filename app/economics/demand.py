@@ -119,7 +119,8 @@ class LengthDistribution:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         if windows is not None and self.local_shares is not None:
-            cum = np.cumsum(self.local_shares[np.clip(windows, 0, len(self.local_shares) - 1)], axis=1)
+            # cumulated per window, then gathered per request (the same sums as gathering first)
+            cum = np.cumsum(self.local_shares, axis=1)[np.clip(windows, 0, len(self.local_shares) - 1)]
             bucket = np.minimum((rng.uniform(size=n)[:, None] > cum).sum(axis=1), len(self.shares) - 1)
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)

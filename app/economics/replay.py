@@ -20,9 +20,10 @@ import numpy as np
 from app.economics.capacity import ReplicaModel
 from app.economics.demand import Demand, synthesize
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.fleet import FleetRun, run_fleet
+from app.simulator.fleet import FleetRun
 from app.simulator.records import NO_TIME, run_arrays
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
+from app.simulator.twin_engine import run_fleet_compiled
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 
@@ -135,7 +136,7 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
     max_len = twin_max_model_len(model)
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
     trace = _trace(demand, reqs, seed, max_len)
-    run = run_fleet(trace, twin_config(model, replicas), seed=seed, drain=True, metrics=False)
+    run = run_fleet_compiled(trace, twin_config(model, replicas), seed=seed)
     return run, outcomes(run)
 
 
