@@ -14,6 +14,7 @@ from app.economics import scenarios
 from app.economics.replay import (
     demand_requests,
     outcomes,
+    replay,
     run_twin,
     shares_of,
     twin_config,
@@ -118,3 +119,21 @@ def test_a_configuration_the_compiled_engine_does_not_model_is_refused() -> None
     assert unsupported(trace, noisy) == "noisy step times"
     with pytest.raises(ValueError, match="noisy step times"):
         run_fleet_compiled(trace, noisy)
+
+
+@pytest.mark.slow
+def test_the_replays_breach_counts_are_the_shares_of_its_outcomes(bundled: Analysis) -> None:
+    """``replay`` counts breaches in the engine's rows; ``shares_of`` on the per-request outcomes of the
+    Python engine is the reference (the same shares and windows, to the bit)."""
+    a = bundled
+    for replicas, traffic, seed in [(2, 1.0, 0), (5, 1.5, 1)]:
+        reqs = demand_requests(a.demand, traffic, 1.0, seed, twin_max_model_len(a.model))
+        got = replay(a.model, a.demand, replicas, a.thresholds, traffic, seed=seed, requests=reqs)
+        run, _ = run_twin(a.model, a.demand, replicas, traffic, seed=seed, requests=reqs)
+        ref_run = run_fleet(run.trace, twin_config(a.model, replicas), seed=seed, drain=True, metrics=False)
+        want = shares_of(outcomes(ref_run), a.demand, run.trace.path_names, a.thresholds)
+        assert (got.requests, got.ttft, got.tpot, got.joint) == (want.requests, want.ttft, want.tpot, want.joint)
+        for name, per in want.windows.items():
+            for key, v in per.items():
+                assert v.dtype == got.windows[name][key].dtype and np.array_equal(v, got.windows[name][key])
+        assert sum(want.requests.values()) > 1000

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+# error_model="numpy": no zero-divisor check on integer // and % (no divisor here can be 0); float
+# arithmetic is IEEE either way, so results do not change
 from app.simulator.config import NO_EVENTS, FleetConfig
 from app.simulator.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
 from app.simulator.trace import Trace
@@ -40,12 +42,15 @@ ROUTER_CODES = {"least_outstanding": 0, "round_robin": 1, "random": 2, "power_of
 # flags of a request
 DEC, LAG = 1, 2
 
+# what a request's next (re)prefill computes, the Python engine's ``to_prefill``, is always prompt + gen
+# when it is read, and its ``last_tok`` feeds only the ITL histogram: neither is kept (a month of
+# demand is tens of millions of these rows)
 REQUEST = np.dtype([
-    ("arrival", "f8"), ("sched", "f8"), ("first", "f8"), ("finish", "f8"), ("last_tok", "f8"), ("lag", "f8"),
-    ("ran", "i8"), ("prompt", "i4"), ("target", "i4"), ("gen", "i4"), ("to_prefill", "i4"), ("q", "i4"),
-    ("pf", "i4"), ("npre", "i4"), ("nxt", "i4"), ("prv", "i4"), ("pf_nxt", "i4"), ("pf_prv", "i4"),
+    ("arrival", "f8"), ("sched", "f8"), ("first", "f8"), ("finish", "f8"), ("lag", "f8"),
+    ("ran", "i4"), ("prompt", "i4"), ("target", "i4"), ("gen", "i4"), ("q", "i4"), ("pf", "i4"), ("npre", "i4"),
+    ("nxt", "i4"), ("prv", "i4"), ("pf_nxt", "i4"), ("pf_prv", "i4"),
     ("replica", "i2"), ("path", "i2"), ("reason", "i1"), ("flags", "i1"), ("hits_max", "i1"),
-], align=True)
+])
 
 REPLICA = np.dtype([
     ("T", "f8"), ("plan_end", "f8"), ("s_A", "f8"), ("s_delta", "f8"), ("s_f", "f8"), ("st_dur", "f8"),
@@ -64,7 +69,7 @@ A, B, B2, C, D, E = range(6)
 
 
 # -- linked lists ------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _unlink(rq, i, head, tail):
     """Remove request i from the list (head, tail) through nxt/prv; return the new (head, tail)."""
     p, n = rq[i].prv, rq[i].nxt
@@ -81,7 +86,7 @@ def _unlink(rq, i, head, tail):
     return head, tail
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _push_back(rq, i, head, tail):
     rq[i].nxt = -1
     rq[i].prv = tail
@@ -92,7 +97,7 @@ def _push_back(rq, i, head, tail):
     return head, i
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _push_front(rq, i, head, tail):
     rq[i].prv = -1
     rq[i].nxt = head
@@ -103,7 +108,7 @@ def _push_front(rq, i, head, tail):
     return i, tail
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pf_add(rq, rp, r, i, comp):
     rq[i].pf = comp
     rq[i].pf_nxt = -1
@@ -116,7 +121,7 @@ def _pf_add(rq, rp, r, i, comp):
     rp[r].n_pf += 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pf_del(rq, rp, r, i):
     p, n = rq[i].pf_prv, rq[i].pf_nxt
     if p >= 0:
@@ -132,7 +137,7 @@ def _pf_del(rq, rp, r, i):
 
 
 # -- the finish heap: rows (finish step, request, q), ordered as Python orders the tuples ------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _less(h, r, x, y):
     if h[r, x, 0] != h[r, y, 0]:
         return h[r, x, 0] < h[r, y, 0]
@@ -141,7 +146,7 @@ def _less(h, r, x, y):
     return h[r, x, 2] < h[r, y, 2]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _swap(h, r, x, y):
     for c in range(3):
         t = h[r, x, c]
@@ -149,7 +154,7 @@ def _swap(h, r, x, y):
         h[r, y, c] = t
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _heap_push(h, rp, r, fs, i, q):
     """Push a row; returns the heap array (a larger copy when it was full)."""
     n = rp[r].heap_n
@@ -171,7 +176,7 @@ def _heap_push(h, rp, r, fs, i, q):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _heap_pop(h, rp, r):
     n = rp[r].heap_n - 1
     rp[r].heap_n = n
@@ -193,13 +198,13 @@ def _heap_pop(h, rp, r):
 
 
 # -- decoders ----------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _drop_decoder(rq, rp, ncls, ip, r, i, q):
     ncls[r, (q - 1) % ip[BS]] -= 1
     rp[r].sum_q -= q
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     if rq[i].flags & DEC == 0:
         rp[r].n_dec += 1
@@ -210,7 +215,7 @@ def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     return _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, i, q)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lag_pop(rq, rp, r, i, default):
     """lag.pop(i, default)."""
     if rq[i].flags & LAG:
@@ -220,7 +225,7 @@ def _lag_pop(rq, rp, r, i, default):
     return default
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _finish(rq, rp, r, i, t, blocks):
     rp[r].run_head, rp[r].run_tail = _unlink(rq, i, rp[r].run_head, rp[r].run_tail)
     rp[r].n_run -= 1
@@ -231,7 +236,7 @@ def _finish(rq, rp, r, i, t, blocks):
     rq[i].reason = REASON_LENGTH if rq[i].hits_max else REASON_STOP
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pop_finishes(rq, rp, ncls, h, ip, r):
     S = rp[r].S
     bs = ip[BS]
@@ -246,7 +251,7 @@ def _pop_finishes(rq, rp, ncls, h, ip, r):
         _finish(rq, rp, r, i, rp[r].T, -(-(S + q - 1) // bs))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _set_gauges(rp, ip, r):
     rp[r].g_run = rp[r].n_run
     rp[r].g_wait = rp[r].n_wait
@@ -254,12 +259,12 @@ def _set_gauges(rp, ip, r):
 
 
 # -- stretch arithmetic (step j lasts f * (A + delta * j)) -------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _tau(rp, r, k):
     return rp[r].s_f * (k * rp[r].s_A + rp[r].s_delta * k * (k - 1) * 0.5)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _first_tau_at_least(rp, r, y):
     if y <= 0:
         return 0
@@ -276,7 +281,7 @@ def _first_tau_at_least(rp, r, y):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _steps_ending_by(rp, r, y):
     if y < 0:
         return 0
@@ -293,14 +298,14 @@ def _steps_ending_by(rp, r, y):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cum(rp, prefix, ip, r, k):
     bs = ip[BS]
     return (k // bs) * rp[r].s_n + prefix[r, k % bs]
 
 
 # -- planning ----------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     T = rp[r].T
     while rp[r].n_inbox > 0 and rq[rp[r].in_head].arrival <= T:
@@ -323,7 +328,7 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     if rp[r].n_wait > 0 and rp[r].n_run < ip[MAX_SEQS]:
         head = rp[r].wait_head
         room = ip[BUDGET] - rp[r].n_dec
-        first = rq[head].to_prefill
+        first = rq[head].prompt + rq[head].gen
         if not ip[RESERVE_FULL] and first > room:
             first = room
         if -(-first // bs) <= ip[NB] - rp[r].used - ip[WM]:
@@ -331,7 +336,7 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     return _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     S, bs = rp[r].S, ip[BS]
     while rp[r].heap_n > 0:
@@ -345,9 +350,11 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     start = (-S) % bs
     prefix[r, 0] = 0
     acc = 0
+    c = start
     for x in range(bs):
-        acc += ncls[r, (start - x) % bs]
+        acc += ncls[r, c]
         prefix[r, x + 1] = acc
+        c = c - 1 if c > 0 else bs - 1
     free = ip[NB] - rp[r].used
     cycles, rest = free // n, free % n
     # bisect_right(prefix, rest, 1, bs + 1) - 1
@@ -377,7 +384,7 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
     rp[r].used += _cum(rp, prefix, ip, r, k)
     T0 = rp[r].T
@@ -388,7 +395,7 @@ def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
 
 
 # -- detailed steps ----------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
     T, S, bs = rp[r].T, rp[r].S, ip[BS]
     budget = ip[BUDGET]
@@ -401,7 +408,7 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
     i = rp[r].pf_head
     while i >= 0:
         comp = rq[i].pf
-        rem = rq[i].to_prefill - comp
+        rem = (rq[i].prompt + rq[i].gen) - comp
         pf_tokens += rem
         pf_blocks += -(-(comp + rem) // bs) + (comp // -bs)
         i = rq[i].pf_nxt
@@ -412,7 +419,7 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
         while i >= 0:
             comp = rq[i].pf
             st_pf[r, npf, 0] = i
-            st_pf[r, npf, 1] = rq[i].to_prefill - comp
+            st_pf[r, npf, 1] = (rq[i].prompt + rq[i].gen) - comp
             st_pf[r, npf, 2] = comp
             npf += 1
             i = rq[i].pf_nxt
@@ -436,7 +443,7 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
                 comp = 0
             else:
                 comp = rq[i].pf
-                rem = rq[i].to_prefill - comp
+                rem = (rq[i].prompt + rq[i].gen) - comp
                 ntok = rem if rem < budget else budget
                 nblk = -(-(comp + ntok) // bs) + (comp // -bs)
             ok = True
@@ -465,7 +472,7 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
         max_seqs, reserve_full, wm = ip[MAX_SEQS], ip[RESERVE_FULL], ip[WM]
         while rp[r].n_wait > 0 and budget > 0 and rp[r].n_run < max_seqs:
             i = rp[r].wait_head
-            tot = rq[i].to_prefill
+            tot = (rq[i].prompt + rq[i].gen)
             ntok = tot if tot < budget else budget
             nblk = -(-ntok // bs)
             if (-(-tot // bs) if reserve_full else nblk) > free - wm:
@@ -505,7 +512,7 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _preempt(rq, rp, ncls, ip, r, i):
     """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
     bs = ip[BS]
@@ -519,19 +526,18 @@ def _preempt(rq, rp, ncls, ip, r, i):
         blocks = -(-(hh - 1) // bs)
         _drop_decoder(rq, rp, ncls, ip, r, i, q)
         rq[i].gen = hh - rq[i].prompt
-        rq[i].last_tok = _lag_pop(rq, rp, r, i, rp[r].T)
+        _lag_pop(rq, rp, r, i, 0.0)
     else:
         comp = rq[i].pf
         _pf_del(rq, rp, r, i)
         blocks = -(-comp // bs)
-    rq[i].to_prefill = rq[i].prompt + rq[i].gen
     rq[i].npre += 1
     rp[r].wait_head, rp[r].wait_tail = _push_front(rq, i, rp[r].wait_head, rp[r].wait_tail)
     rp[r].n_wait += 1
     return blocks
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
     T1 = rp[r].plan_end
     S1 = rp[r].S + 1
@@ -569,13 +575,13 @@ def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
     bs = ip[BS]
     for x in range(rp[r].st_npf):
         i, ntok, comp = st_pf[r, x, 0], st_pf[r, x, 1], st_pf[r, x, 2]
         done = comp + ntok
-        if done < rq[i].to_prefill:
+        if done < (rq[i].prompt + rq[i].gen):
             rq[i].pf = done
             continue
         _pf_del(rq, rp, r, i)
@@ -590,7 +596,7 @@ def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     plan = rp[r].plan
     if plan == STRETCH:
@@ -602,7 +608,7 @@ def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     return _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
     t_eng = rq[i].arrival
     rq[i].replica = r
@@ -624,7 +630,7 @@ def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
     for r in range(rp.shape[0]):
         while rp[r].plan_end <= x:
@@ -632,7 +638,7 @@ def _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _peek_gauges(rp, prefix, ip, r, t, out, g):
     out[r, g, 0] = rp[r].g_run
     out[r, g, 1] = rp[r].g_wait
@@ -645,7 +651,7 @@ def _peek_gauges(rp, prefix, ip, r, t, out, g):
             out[r, g, 2] = (rp[r].used + _cum(rp, prefix, ip, r, m)) / ip[NB]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a, pick_b, dt, horizon):
     """The fleet loop of ``fleet.run_fleet`` without restarts, drained: route each request at its
     arrival (every replica advanced to that time first), read the gauges at each grid point."""
@@ -694,7 +700,7 @@ def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a,
 
 
 # -- the router's random draws -----------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _randbelow(raw, pos, n):
     """Python's ``Random._randbelow(n)`` on the raw 32-bit stream from ``pos``: (value, next pos), or
     (-1, pos) when the stream runs out."""
@@ -711,7 +717,7 @@ def _randbelow(raw, pos, n):
     return -1, pos
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _draw(raw, pos, start, router, n_rep, pick_a, pick_b):
     """Draw requests start.. as ``Router.choose`` does (``randrange(n)``; ``sample(order, 2)``) until
     the stream runs out: (first request not drawn, its stream position)."""
@@ -807,35 +813,35 @@ def unsupported(trace: Trace, config: FleetConfig) -> str | None:
     return None
 
 
-def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> FleetRun:
-    """``fleet.run_fleet(trace, config, seed=seed, drain=True, metrics=False)`` for the twin's
-    configuration (see :func:`unsupported`), compiled: the same requests, times and gauges."""
+@dataclass
+class Simulated:
+    """A compiled run: the request rows (``REQUEST``), the gauges per replica and grid point, its wall time."""
+
+    rows: np.ndarray
+    gauges: np.ndarray
+    sim_seconds: float
+
+
+def simulate(trace: Trace, config: FleetConfig, seed: int = 0) -> Simulated:
+    """Run ``trace`` on the fleet, compiled (see :func:`unsupported` for what it does not model)."""
     why = unsupported(trace, config)
     if why is not None:
         raise ValueError(f"the compiled twin engine does not model {why}")
     wall = time.perf_counter()
     eng, st = config.engine, config.step
     dt = config.scrape_interval_s
-    horizon = trace.duration_s
-    n_grid = int(math.floor(horizon / dt + 1e-9)) + 1
+    n_grid = int(math.floor(trace.duration_s / dt + 1e-9)) + 1
     n_rep = config.replicas
-    n = len(trace.arrival_s)
-    prompt = np.asarray(trace.prompt_tokens)
-    rq = np.zeros(n, dtype=REQUEST)
+    rq = np.zeros(len(trace.arrival_s), dtype=REQUEST)
     # the Python engine's engine arrival, operation for operation (+ 0.0 here: no front end)
-    eng_arrival = trace.arrival_s + st.frontend_s + st.frontend_per_token_s * prompt
-    rq["arrival"] = eng_arrival
-    for name in ("sched", "first", "finish", "last_tok", "lag"):
+    rq["arrival"] = trace.arrival_s + st.frontend_s + st.frontend_per_token_s * np.asarray(trace.prompt_tokens)
+    for name in ("sched", "first", "finish", "lag"):
         rq[name] = np.nan
-    rq["ran"] = -1
-    rq["prompt"] = prompt
-    rq["to_prefill"] = prompt
+    rq["prompt"] = trace.prompt_tokens
     rq["target"] = trace.output_tokens
     rq["path"] = trace.path
     rq["hits_max"] = trace.hits_max
-    rq["reason"] = -1
-    rq["replica"] = -1
-    for name in ("pf", "nxt", "prv", "pf_nxt", "pf_prv"):
+    for name in ("ran", "reason", "replica", "pf", "nxt", "prv", "pf_nxt", "pf_prv"):
         rq[name] = -1
     rp = np.zeros(n_rep, dtype=REPLICA)
     rp["plan"] = IDLE
@@ -847,13 +853,22 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
                    int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks)], dtype=np.int64)
     fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
                    st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
-    pick_a, pick_b = _router_picks(config.router, n_rep, n, seed * 31 + 17)
+    pick_a, pick_b = _router_picks(config.router, n_rep, len(rq), seed * 31 + 17)
     gauges = np.zeros((n_rep, n_grid + 1, 3))
     _run(rq, rp, np.zeros((n_rep, bs), dtype=np.int64), np.zeros((n_rep, bs + 1), dtype=np.int64),
          np.empty((n_rep, 1024, 3), dtype=np.int64), np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64),
          np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64), gauges, ip, fp, ROUTER_CODES[config.router],
-         pick_a, pick_b, float(dt), float(horizon))
-    reqs = TwinRequests(arrival=np.asarray(trace.arrival_s, dtype=float), eng_arrival=eng_arrival,
+         pick_a, pick_b, float(dt), float(trace.duration_s))
+    return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall)
+
+
+def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> FleetRun:
+    """``fleet.run_fleet(trace, config, seed=seed, drain=True, metrics=False)`` for the twin's
+    configuration (see :func:`unsupported`), compiled: the same requests, times and gauges."""
+    sim = simulate(trace, config, seed)
+    rq = sim.rows
+    n, n_rep = len(rq), config.replicas
+    reqs = TwinRequests(arrival=np.asarray(trace.arrival_s, dtype=float), eng_arrival=rq["arrival"],
                         sched_t=rq["sched"], first_t=rq["first"], finish_t=rq["finish"],
                         replica=rq["replica"].astype(np.int64), path=rq["path"].astype(np.int64),
                         prompt=rq["prompt"].astype(np.int64), gen=rq["gen"].astype(np.int64),
@@ -861,7 +876,58 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
                         lost=np.zeros(n, dtype=bool))
     epochs = [[Epoch(r, -PROCESS_LEAD_S + 37.0 * r, -PROCESS_LEAD_S + 37.0 * r + MODEL_LOAD_S)] for r in range(n_rep)]
     run = FleetRun(trace=trace, config=config, events=NO_EVENTS, seed=seed, reqs=reqs,  # type: ignore[arg-type]
-                   counters=[TwinCounters(gauges[r]) for r in range(n_rep)],  # type: ignore[misc]
-                   epochs=epochs, grid_dt=dt, n_grid=n_grid, drained=True)
-    run.sim_seconds = time.perf_counter() - wall
+                   counters=[TwinCounters(sim.gauges[r]) for r in range(n_rep)],  # type: ignore[misc]
+                   epochs=epochs, grid_dt=config.scrape_interval_s, n_grid=sim.gauges.shape[1] - 1, drained=True)
+    run.sim_seconds = sim.sim_seconds
     return run
+
+
+@njit(cache=True, error_model="numpy")
+def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
+    """Per path (thresholds ``ttft_s``/``tpot_s``, NaN = not promised) and window of ``window_s`` from
+    ``t_lo``: first tokens and TTFT breaches by first-token time, finished requests and joint
+    breaches by finish time, for times in [t_lo, t_hi). Times, TTFT and TPOT are computed as
+    ``records.run_arrays`` computes them (whole microseconds), so the counts are those of its arrays.
+    Returns (per path: first tokens, TTFT breaches, finished, TPOT breaches, joint breaches;
+    per path and window: first tokens, TTFT breaches, finished, joint breaches)."""
+    n_paths = ttft_s.shape[0]
+    totals = np.zeros((n_paths, 5), dtype=np.int64)
+    windows = np.zeros((n_paths, 4, n_windows), dtype=np.int64)
+    for i in range(rq.shape[0]):
+        first = rq[i].first
+        if first != first:
+            continue
+        p = rq[i].path
+        arrival_us = np.int64(np.rint(rq[i].arrival * 1e6))
+        first_us = np.int64(np.rint(first * 1e6))
+        ttft_b = ttft_s[p] == ttft_s[p] and (first_us - arrival_us) / 1_000_000 > ttft_s[p]
+        t = first_us / 1e6
+        if t >= t_lo and t < t_hi:
+            totals[p, 0] += 1
+            w = int((t - t_lo) // window_s)
+            if ttft_b:
+                totals[p, 1] += 1
+            if w < n_windows:
+                windows[p, 0, w] += 1
+                if ttft_b:
+                    windows[p, 1, w] += 1
+        if rq[i].reason < 0:
+            continue
+        finish_us = np.int64(np.rint(rq[i].finish * 1e6))
+        t = finish_us / 1e6
+        if not (t >= t_lo and t < t_hi):
+            continue
+        n_out = rq[i].gen
+        tpot = ((finish_us - first_us) / 1_000_000) / max(n_out - 1, 1) if n_out > 1 else 0.0
+        tpot_b = tpot_s[p] == tpot_s[p] and tpot > tpot_s[p]
+        totals[p, 2] += 1
+        if tpot_b:
+            totals[p, 3] += 1
+        if tpot_b or ttft_b:
+            totals[p, 4] += 1
+        w = int((t - t_lo) // window_s)
+        if w < n_windows:
+            windows[p, 2, w] += 1
+            if tpot_b or ttft_b:
+                windows[p, 3, w] += 1
+    return totals, windows
