@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,24 @@ def _add_db(p: argparse.ArgumentParser, default_memory: bool = False) -> None:
         else f"workspace DuckDB file (default: $HEADROOM_DB or {default_db_path()})"
     )
     p.add_argument("--db", default=MEMORY if default_memory else None, help=help_text)
+
+
+RAY_ADDRESS_ENV = "HEADROOM_RAY_ADDRESS"
+
+
+def _ray_address(args: argparse.Namespace) -> str | None:
+    """``--ray ADDRESS``, else ``$HEADROOM_RAY_ADDRESS``; empty (``--ray ''``) runs locally."""
+    address = args.ray if args.ray is not None else os.environ.get(RAY_ADDRESS_ENV, "")
+    return address.strip() or None
+
+
+def _add_ray(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the scenario replays on a Ray cluster (needs pip install 'headroom[ray]'): HOST:PORT "
+                   "of the head (GCS port, from inside the cluster), auto (a cluster already running here, or the "
+                   "Ray job's), or ray://HOST:10001 (Ray Client, e.g. a port-forwarded KubeRay head); default: "
+                   f"${RAY_ADDRESS_ENV}, else local processes ($HEADROOM_WORKERS, default every core); --ray '' "
+                   f"runs locally whatever ${RAY_ADDRESS_ENV} says")
 
 
 def _write(text: str) -> None:
@@ -215,9 +234,17 @@ def _prices(args: argparse.Namespace) -> Any:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     from app.economics import decision, scenarios
     from app.economics.capacity import Assumptions
+    from app.economics.executors import ExecutorError
     from app.economics.inputs import parse_multipliers, parse_replicas
     from app.economics.money import Prices
+    from app.economics.ray_executor import RayCluster
 
+    try:
+        address = _ray_address(args)
+        executor = RayCluster(address) if address else None  # a missing ray extra is said before any work
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom scenarios: --ray {address}: {exc}\n")
+        return 2
     try:
         replicas = parse_replicas(args.replicas)
         traffic = parse_multipliers(args.traffic, "--traffic")
@@ -254,7 +281,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             if star is not None:
                 prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
                                 prices.horizon_hours)
-            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress)
+            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress,
+                                         executor=executor)
             from app.cube import ensure_cube
             from app.economics import crosscheck
 
@@ -263,7 +291,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
                 analysis, predictions, prices, split=args.cost_split,
                 cross_check=crosscheck.load_response(ws, curve_cube, promises, replicas, traffic),
                 queueing=crosscheck.queueing_view(analysis, replicas))
-        except ValueError as exc:
+        except (ValueError, ExecutorError) as exc:
             sys.stderr.write(f"headroom scenarios: {exc}\n")
             return 1
         if args.save:
@@ -347,8 +375,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 # -- dashboard -----------------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    import os
-
     from streamlit.web import cli as stcli
 
     app_path = Path(__file__).resolve().parent / "streamlit_app.py"
@@ -437,6 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
     pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    _add_ray(pn)
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")

@@ -404,6 +404,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
     """The economics replay of a simulated day of 4-replica demand: seconds per replica-hour, and a
     10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core)."""
     from app.economics import scenarios
+    from app.economics.executors import default_workers
     from app.economics.replay import WARMUP_S, replay
     from app.promise import Promise
     from app.simulator import simulate_day
@@ -447,7 +448,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
 
     grid = [(n, g) for g in size.grid_traffic for n in size.grid_replicas]
     replica_hours = sum(n * hours for n, _ in grid)
-    workers = scenarios.default_workers()
+    workers = default_workers()
     log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({workers} processes):")
     t0 = time.perf_counter()
     predictions = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
