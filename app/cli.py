@@ -41,13 +41,14 @@ def _ray_address(args: argparse.Namespace) -> str | None:
     return address.strip() or None
 
 
-def _add_ray(p: argparse.ArgumentParser) -> None:
+RAY_ADDRESSES = ("HOST:PORT of the head (GCS port, from inside the cluster), auto (a cluster already running here, "
+                 "or the Ray job's), or ray://HOST:10001 (Ray Client, e.g. a port-forwarded KubeRay head)")
+
+
+def _add_ray(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--ray", metavar="ADDRESS",
-                   help="run the scenario replays on a Ray cluster (needs pip install 'headroom[ray]'): HOST:PORT "
-                   "of the head (GCS port, from inside the cluster), auto (a cluster already running here, or the "
-                   "Ray job's), or ray://HOST:10001 (Ray Client, e.g. a port-forwarded KubeRay head); default: "
-                   f"${RAY_ADDRESS_ENV}, else local processes ($HEADROOM_WORKERS, default every core); --ray '' "
-                   f"runs locally whatever ${RAY_ADDRESS_ENV} says")
+                   help=f"{what} (needs pip install 'headroom[ray]'): {RAY_ADDRESSES}; default: ${RAY_ADDRESS_ENV}; "
+                   f"--ray '' ignores ${RAY_ADDRESS_ENV}")
 
 
 def _write(text: str) -> None:
@@ -361,14 +362,27 @@ def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from app import bench
     from app.bench import render
+    from app.economics.executors import ExecutorError
+    from app.economics.ray_executor import RayCluster
 
     only = [b.strip() for b in args.only.split(",") if b.strip()] if args.only else None
     log = None if args.quiet else (lambda msg: (sys.stderr.write(msg + "\n"), sys.stderr.flush()))
+    address = _ray_address(args)
     try:
-        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus)
+        if address:
+            RayCluster(address)  # a missing ray extra is said before any benchmark runs
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom bench: --ray {address}: {exc}\n")
+        return 2
+    try:
+        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus,
+                        ray=address)
     except ValueError as exc:
         sys.stderr.write(f"headroom bench: {exc}\n")
         return 2
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom bench: {exc}\n")
+        return 1
     _write(render.to_json(doc) if args.format == "json" else render.to_table(doc))
     return 0
 
@@ -463,7 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
     pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
-    _add_ray(pn)
+    _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
+             "default every core)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
@@ -485,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction")
     pb.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
     pb.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
+    _add_ray(pb, "also run the replay benchmark's grid on a Ray cluster, against the local pool")
     pb.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pb.set_defaults(func=cmd_bench)
 

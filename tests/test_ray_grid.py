@@ -176,6 +176,20 @@ def test_headroom_scenarios_with_ray_prints_what_the_local_pool_prints(
     assert ray_doc == local_doc
 
 
+@pytest.mark.slow
+def test_headroom_bench_times_the_grid_on_ray_against_the_local_pool(ray_head: RayHead, tmp_path: Path) -> None:
+    code, out, err = run(["bench", "--size", "small", "--only", "replay", "--ray", ray_head.gcs, "--format", "json",
+                          "--quiet", "--workdir", str(tmp_path)])
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(out)["results"]}
+    assert set(rows) == {"scenario_replay", "scenario_grid", "scenario_grid_ray"}
+    on_ray = rows["scenario_grid_ray"]
+    assert on_ray["reference"] == "local_pool" and on_ray["reference_seconds"] == rows["scenario_grid"]["seconds"]
+    assert on_ray["detail"]["same_predictions"] and on_ray["detail"]["address"] == ray_head.gcs
+    print(f"\nbench: the {on_ray['samples']}-scenario grid on Ray {on_ray['seconds']:.1f} s, "
+          f"local pool {on_ray['reference_seconds']:.1f} s")
+
+
 def test_the_ray_address_comes_from_the_flag_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     parser = cli.build_parser()
     base = ["scenarios", "x.parquet", "--replicas", "2"]
@@ -194,6 +208,8 @@ def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyP
                           *PROMISE_ARGS, "--ray", "auto"])
     assert code == 2 and out == ""
     assert err == f"headroom scenarios: --ray auto: running on Ray needs the ray extra: {INSTALL_HINT}\n"
+    code, out, err = run(["bench", "--only", "replay", "--ray", "auto"])
+    assert code == 2 and out == "" and INSTALL_HINT in err
 
 
 def test_importing_headroom_never_imports_ray() -> None:

@@ -17,6 +17,7 @@ GOALS = {
     ("price_change", None): "≤ 50 ms",
     ("scenario_replay", None): "≤ 0.1 s per replica-hour",
     ("scenario_grid", "sequential"): "10 scenarios within a minute on 2 cores",
+    ("scenario_grid_ray", "local_pool"): "the same predictions",
 }
 
 
@@ -89,6 +90,9 @@ def to_table(doc: dict[str, Any]) -> str:
         if r["name"] == "scenario_grid":
             note.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, "
                         f"{d['processes']} processes")
+        if r["name"] == "scenario_grid_ray":
+            note.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
+                        f"{d['processes']} local processes; same predictions")
         if r["name"] == "scenario_replay":
             note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h in {d['replay_s']:.2f} s")
         if r["name"] == "cube_build":

@@ -40,15 +40,6 @@ def _import_ray() -> ModuleType:
     return ray
 
 
-def available() -> bool:
-    """Whether Ray can be imported (the ``ray`` extra is installed)."""
-    try:
-        _import_ray()
-    except ExecutorError:
-        return False
-    return True
-
-
 def runtime_env() -> dict[str, Any]:
     """The runtime environment of the driver's connection: the workers import this ``app``."""
     return {"py_modules": [str(APP_DIR)], "excludes": list(EXCLUDES)}
