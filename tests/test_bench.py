@@ -20,7 +20,7 @@ from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
 
 RESULT_KEYS = ["name", "samples", "seconds", "reference", "reference_seconds", "ratio", "peak_rss_mb"]
-REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "python_engine", "sequential", None}
+REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "python_engine", "sequential", "local_pool", None}
 
 
 def _cube(files: list[str], window_s: int = 300) -> pd.DataFrame:

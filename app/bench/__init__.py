@@ -16,7 +16,9 @@ must:
 - ``promise_change``, ``price_change``: what a threshold or a price change costs on a month-long,
   ten-path cube with its scenario replays cached;
 - ``scenario_replay``, ``scenario_grid``: the economics replay in seconds per simulated replica-hour,
-  and a 10-scenario grid over a day of 4-replica demand, sequential and on every core.
+  and a 10-scenario grid over a day of 4-replica demand, sequential and on every core;
+  ``scenario_grid_ray`` (with ``ray``, an address as ``headroom scenarios --ray`` takes it): the same
+  grid on a Ray cluster against the local pool (the same predictions, asserted).
 
 ``run("small")`` takes under a minute (a test keeps it working); ``run("full")`` runs the sizes of
 the benchmarks issue (1 M text lines; 1 M, 10 M and 100 M samples; a 30-day cube; a simulated day).
@@ -39,10 +41,11 @@ BENCHMARKS = ("text_ingest", "cube", "replay", "interaction")
 
 
 def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | Path | None = None,
-        log: Callable[[str], None] | None = None, promql: bool = True) -> dict[str, Any]:
+        log: Callable[[str], None] | None = None, promql: bool = True, ray: str | None = None) -> dict[str, Any]:
     """Run the benchmarks of ``size`` (``small`` or ``full``) and return the document of
     :func:`app.bench.render.document`. ``only`` picks among :data:`BENCHMARKS`; ``workdir`` keeps the
-    generated data (default: a temporary directory, removed afterwards)."""
+    generated data (default: a temporary directory, removed afterwards); ``ray``: a Ray cluster the
+    replay benchmark also runs its grid on."""
     if size not in suites.SIZES:
         raise ValueError(f"size {size!r}: expected one of {', '.join(suites.SIZES)}")
     chosen = list(only) if only else list(BENCHMARKS)
@@ -68,7 +71,8 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
         if "replay" in chosen or "interaction" in chosen:
             say("== scenario replay")
             replay_results, analysis, predictions = suites.scenario_replay(
-                spec if "replay" in chosen else _replay_for_interaction(spec), root, say)
+                spec if "replay" in chosen else _replay_for_interaction(spec), root, say,
+                ray_address=ray if "replay" in chosen else None)
             if "replay" in chosen:
                 results += replay_results
         if "interaction" in chosen:

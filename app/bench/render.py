@@ -17,6 +17,7 @@ GOALS = {
     ("price_change", None): "≤ 50 ms",
     ("scenario_replay", "python_engine"): "≤ 0.01 s per replica-hour on one core",
     ("scenario_grid", "sequential"): "10 scenarios ≤ 15 s on 2 cores",
+    ("scenario_grid_ray", "local_pool"): "the same predictions",
 }
 
 
@@ -89,6 +90,9 @@ def to_table(doc: dict[str, Any]) -> str:
         if r["name"] == "scenario_grid":
             note.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, "
                         f"{d['processes']} processes")
+        if r["name"] == "scenario_grid_ray":
+            note.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
+                        f"{d['processes']} local processes; same predictions")
         if r["name"] == "scenario_replay":
             note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h ({d['requests']:,} requests) in "
                         f"{d['replay_s']:.2f} s; the twin run alone {d['twin_run_s']:.2f} s, the Python engine "

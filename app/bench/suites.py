@@ -8,7 +8,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -400,10 +400,15 @@ def _widen(analysis: Any, predictions: list[Any], paths: list[str]) -> tuple[Any
 
 
 # -- scenario replay ---------------------------------------------------------------------------------
-def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], Any, list[Any]]:
+def scenario_replay(size: Size, workdir: Path, log: Log,
+                    ray_address: str | None = None) -> tuple[list[Result], Any, list[Any]]:
     """The economics replay of a simulated day of 4-replica demand: seconds per replica-hour, and a
-    10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core)."""
+    10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core); with
+    ``ray_address``, the same grid on that Ray cluster too, against the local pool (the same
+    predictions, or it raises)."""
     from app.economics import scenarios
+    from app.economics.executors import default_workers
+    from app.economics.ray_executor import RayCluster
     from app.economics.replay import (
         WARMUP_S,
         demand_requests,
@@ -476,7 +481,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
 
     grid = [(n, g) for g in size.grid_traffic for n in size.grid_replicas]
     replica_hours = sum(n * hours for n, _ in grid)
-    workers = scenarios.default_workers()
+    workers = default_workers()
     log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({workers} processes):")
     t0 = time.perf_counter()
     predictions = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
@@ -497,6 +502,23 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
                 "processes": workers,
                 "what": "scenarios.grid (N' x traffic, 1 seed) with its default worker processes, against "
                         "the same grid with workers=1"}))
+    if ray_address:
+        log(f"  the same grid on the Ray cluster at {ray_address}:")
+        t0 = time.perf_counter()
+        on_ray = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
+                                progress=lambda msg: log(f"    {msg}"), executor=RayCluster(ray_address))
+        ray_s = time.perf_counter() - t0
+        if [repr(asdict(p)) for p in on_ray] != [repr(asdict(p)) for p in predictions]:
+            raise RuntimeError(f"the grid on the Ray cluster at {ray_address} differs from the local pool's")
+        log(f"  grid on Ray {ray_s:.1f} s; the same predictions as the local pool")
+        results.append(Result(
+            name="scenario_grid_ray", samples=len(grid), seconds=ray_s, reference="local_pool",
+            reference_seconds=parallel, runs=[ray_s], reference_runs=[parallel],
+            detail={"scenarios": len(grid), "seeds": 1, "replica_hours": round(replica_hours, 1),
+                    "s_per_replica_hour": round(ray_s / replica_hours, 4), "address": ray_address,
+                    "processes": workers, "same_predictions": True,
+                    "what": "the same grid as scenario_grid on a Ray cluster (connection, runtime environment "
+                            "and worker start-up included), against the local pool"}))
     return results, analysis, predictions
 
 
