@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,25 @@ def _add_db(p: argparse.ArgumentParser, default_memory: bool = False) -> None:
         else f"workspace DuckDB file (default: $HEADROOM_DB or {default_db_path()})"
     )
     p.add_argument("--db", default=MEMORY if default_memory else None, help=help_text)
+
+
+RAY_ADDRESS_ENV = "HEADROOM_RAY_ADDRESS"
+
+
+def _ray_address(args: argparse.Namespace) -> str | None:
+    """``--ray ADDRESS``, else ``$HEADROOM_RAY_ADDRESS``; empty (``--ray ''``) runs locally."""
+    address = args.ray if args.ray is not None else os.environ.get(RAY_ADDRESS_ENV, "")
+    return address.strip() or None
+
+
+RAY_ADDRESSES = ("HOST:PORT of the head (GCS port, from inside the cluster), auto (a cluster already running here, "
+                 "or the Ray job's), or ray://HOST:10001 (Ray Client, e.g. a port-forwarded KubeRay head)")
+
+
+def _add_ray(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help=f"{what} (needs pip install 'headroom[ray]'): {RAY_ADDRESSES}; default: ${RAY_ADDRESS_ENV}; "
+                   f"--ray '' ignores ${RAY_ADDRESS_ENV}")
 
 
 def _write(text: str) -> None:
@@ -215,9 +235,17 @@ def _prices(args: argparse.Namespace) -> Any:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     from app.economics import decision, scenarios
     from app.economics.capacity import Assumptions
+    from app.economics.executors import ExecutorError
     from app.economics.inputs import parse_multipliers, parse_replicas
     from app.economics.money import Prices
+    from app.economics.ray_executor import RayCluster
 
+    try:
+        address = _ray_address(args)
+        executor = RayCluster(address) if address else None  # a missing ray extra is said before any work
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom scenarios: --ray {address}: {exc}\n")
+        return 2
     try:
         replicas = parse_replicas(args.replicas)
         traffic = parse_multipliers(args.traffic, "--traffic")
@@ -254,7 +282,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             if star is not None:
                 prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
                                 prices.horizon_hours)
-            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress)
+            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress,
+                                         executor=executor)
             from app.cube import ensure_cube
             from app.economics import crosscheck
 
@@ -263,7 +292,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
                 analysis, predictions, prices, split=args.cost_split,
                 cross_check=crosscheck.load_response(ws, curve_cube, promises, replicas, traffic),
                 queueing=crosscheck.queueing_view(analysis, replicas))
-        except ValueError as exc:
+        except (ValueError, ExecutorError) as exc:
             sys.stderr.write(f"headroom scenarios: {exc}\n")
             return 1
         if args.save:
@@ -333,22 +362,33 @@ def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from app import bench
     from app.bench import render
+    from app.economics.executors import ExecutorError
+    from app.economics.ray_executor import RayCluster
 
     only = [b.strip() for b in args.only.split(",") if b.strip()] if args.only else None
     log = None if args.quiet else (lambda msg: (sys.stderr.write(msg + "\n"), sys.stderr.flush()))
+    address = _ray_address(args)
     try:
-        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus)
+        if address:
+            RayCluster(address)  # a missing ray extra is said before any benchmark runs
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom bench: --ray {address}: {exc}\n")
+        return 2
+    try:
+        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus,
+                        ray=address)
     except ValueError as exc:
         sys.stderr.write(f"headroom bench: {exc}\n")
         return 2
+    except ExecutorError as exc:
+        sys.stderr.write(f"headroom bench: {exc}\n")
+        return 1
     _write(render.to_json(doc) if args.format == "json" else render.to_table(doc))
     return 0
 
 
 # -- dashboard -----------------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    import os
-
     from streamlit.web import cli as stcli
 
     app_path = Path(__file__).resolve().parent / "streamlit_app.py"
@@ -437,6 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
     pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
+             "default every core)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
@@ -458,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month")
     pb.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
     pb.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
+    _add_ray(pb, "also run the replay benchmark's grid on a Ray cluster, against the local pool")
     pb.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pb.set_defaults(func=cmd_bench)
 

@@ -8,8 +8,9 @@
 --   replica was scraped only once (a snapshot: the value is the increase since the server started).
 --   Windows are left-open, right-closed: (window_start, window_start + window_s], like a PromQL
 --   range ending at the window's end, so adjacent windows tile exactly.
---   How (one sort of the samples, then small work): each series is ordered by time once (lag/lead).
---   Without a reset in a window the sum of its deltas telescopes to (last value) - (the value
+--   How (each series in time order once, then small work): with $presorted the samples' neighbours
+--   come from a streaming pass in storage order (cube__sample_runs, cube__run_links: no sort of
+--   the samples); otherwise each series is sorted by time (lag/lead). Without a reset in a window the sum of its deltas telescopes to (last value) - (the value
 --   before the window), so only a window's first and last samples, the resets and the gauge
 --   samples go on to the per-window aggregate. The (series, window) pairs of a label set that
 --   reset are rare: they are recomputed sample by sample with the joint rule. Windows are integer
@@ -20,6 +21,8 @@
 -- @param dataset_ids INTEGER[]  datasets to include (overlapping exports: one value per series and ts)
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
 -- @param dedupe BOOLEAN  first reduce the samples to one per (series, ts) (needed only when duplicates > 0)
+-- @param presorted BOOLEAN  read the kept samples and their neighbours from `cube_sample_runs` and
+--   `cube_run_links` (valid when every series' runs are disjoint) instead of sorting the samples
 -- @returns series_id UBIGINT, window_start TIMESTAMP, increase DOUBLE, resets BIGINT,
 --   gauge_min DOUBLE, gauge_sum DOUBLE, gauge_n BIGINT, gauge_max DOUBLE, first_counted BOOLEAN,
 --   duplicates BIGINT
@@ -50,16 +53,16 @@ points as (
     -- as stored, or one value per (series, ts) when $dedupe
     select series_id, epoch_us(ts) as t_us, value
     from samples
-    where not $dedupe and list_contains($dataset_ids, dataset_id)
+    where not $dedupe and not $presorted and list_contains($dataset_ids, dataset_id)
     union all
     select series_id, epoch_us(ts) as t_us, max(value) as value
     from samples
-    where $dedupe and list_contains($dataset_ids, dataset_id)
+    where $dedupe and not $presorted and list_contains($dataset_ids, dataset_id)
     group by series_id, ts
 ),
 
 sequenced as (
-    -- the one sort: each series in time order
+    -- the one sort: each series in time order (unless $presorted)
     select
         p.series_id,
         p.t_us,
@@ -70,7 +73,21 @@ sequenced as (
         lead(p.t_us) over by_time as next_us
     from points as p
     inner join series_codes as c using (series_id)
+    where not $presorted
     window by_time as (partition by p.series_id order by p.t_us)
+    union all
+    -- $presorted: the samples found without a sort, their neighbours at run ends filled in
+    select
+        r.series_id,
+        r.t_us,
+        r.value,
+        r.rule,
+        case when r.run_start then l.prev_value else r.prev_value end as prev_value,
+        case when r.run_start then l.prev_us else r.prev_us end as prev_us,
+        case when r.run_end then l.next_us else r.next_us end as next_us
+    from cube_sample_runs as r
+    left join cube_run_links as l on r.series_id = l.series_id and r.t_us = l.t_us
+    where $presorted
 ),
 
 phased as (
@@ -122,7 +139,6 @@ windowed as (
         max(value) filter (where closes) as last_value,
         max(prev_value) filter (where opens) as baseline,
         max(value) filter (where opens and prev_value is null) as first_value,
-        list(t_us) filter (where own_reset) as reset_us,
         min(t_us) as min_us,
         max(t_us) as max_us,
         min(value) filter (where rule = 4) as gauge_min,
@@ -150,9 +166,10 @@ with_codes as (
 
 group_resets as (
     -- every (label set, scrape) where a member reset: all its members take their new values
-    select distinct c.group_id, r.t_us
-    from (select series_id, unnest(reset_us) as t_us from windowed where reset_us is not null) as r
+    select distinct c.group_id, k.t_us
+    from kept as k
     inner join series_codes as c using (series_id)
+    where k.own_reset
 ),
 
 affected as (

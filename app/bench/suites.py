@@ -8,7 +8,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -408,13 +408,27 @@ def _widen(analysis: Any, predictions: list[Any], paths: list[str]) -> tuple[Any
 
 
 # -- scenario replay ---------------------------------------------------------------------------------
-def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], Any, list[Any]]:
+def scenario_replay(size: Size, workdir: Path, log: Log,
+                    ray_address: str | None = None) -> tuple[list[Result], Any, list[Any]]:
     """The economics replay of a simulated day of 4-replica demand: seconds per replica-hour, and a
-    10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core)."""
+    10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core); with
+    ``ray_address``, the same grid on that Ray cluster too, against the local pool (the same
+    predictions, or it raises)."""
     from app.economics import scenarios
-    from app.economics.replay import WARMUP_S, replay
+    from app.economics.executors import default_workers
+    from app.economics.ray_executor import RayCluster
+    from app.economics.replay import (
+        WARMUP_S,
+        demand_requests,
+        outcomes,
+        replay,
+        run_twin,
+        twin_config,
+        twin_max_model_len,
+    )
     from app.promise import Promise
     from app.simulator import simulate_day
+    from app.simulator.fleet import run_fleet
     from app.simulator.sample import write_metrics_parquet
     from app.store import Workspace
 
@@ -446,16 +460,36 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
         runs.append(time.perf_counter() - t0)
     per_rh = [r / (replicas * hours) for r in runs]
     log(f"  replay at N={replicas}: {_best(runs):.2f} s = {_best(per_rh):.4f} s per replica-hour")
+    # the reference: the same requests through the Python engine the compiled one was written from
+    reqs = demand_requests(analysis.demand, seed=3000, max_model_len=twin_max_model_len(analysis.model))
+    t0 = time.perf_counter()
+    fast_run, fast = run_twin(analysis.model, analysis.demand, replicas, seed=3000, requests=reqs)
+    engine_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = outcomes(run_fleet(fast_run.trace, twin_config(analysis.model, replicas), seed=3000, drain=True,
+                             metrics=False))
+    python_s = time.perf_counter() - t0
+    differ = [f for f in ("first_token", "finish", "ttft_s", "tpot_s", "replica", "preemptions")
+              if not np.array_equal(ref[f], fast[f], equal_nan=True)]
+    if differ:
+        raise RuntimeError(f"the compiled twin differs from the Python engine in {', '.join(differ)}")
+    python_per_rh = python_s / (replicas * hours)
+    log(f"  the Python engine on the same requests: {python_s:.2f} s = {python_per_rh:.4f} s per replica-hour; "
+        "same requests and times")
     results = [Result(
         name="scenario_replay", samples=None, seconds=_best(per_rh), unit="replica-hour", runs=per_rh,
+        reference="python_engine", reference_seconds=python_per_rh, reference_runs=[python_per_rh],
         detail={"replicas": replicas, "simulated_hours": round(hours, 3), "replay_s": round(_best(runs), 3),
-                "analyse_s": round(analyse_s, 2),
-                "what": "economics.replay.replay of the observed demand at the observed fleet size, "
-                        "seconds per simulated replica-hour (the quarter-hour warm-up included)"})]
+                "analyse_s": round(analyse_s, 2), "requests": len(reqs["arrival_s"]),
+                "twin_run_s": round(engine_s, 3), "python_engine_s": round(python_s, 3),
+                "what": "economics.replay.replay of the observed demand at the observed fleet size (requests "
+                        "synthesised, the compiled twin, shares), seconds per simulated replica-hour (the "
+                        "quarter-hour warm-up included); the reference is the Python engine on the same "
+                        "requests (asserted: the same request times)"})]
 
     grid = [(n, g) for g in size.grid_traffic for n in size.grid_replicas]
     replica_hours = sum(n * hours for n, _ in grid)
-    workers = scenarios.default_workers()
+    workers = default_workers()
     log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({workers} processes):")
     t0 = time.perf_counter()
     predictions = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
@@ -476,6 +510,23 @@ def scenario_replay(size: Size, workdir: Path, log: Log) -> tuple[list[Result], 
                 "processes": workers,
                 "what": "scenarios.grid (N' x traffic, 1 seed) with its default worker processes, against "
                         "the same grid with workers=1"}))
+    if ray_address:
+        log(f"  the same grid on the Ray cluster at {ray_address}:")
+        t0 = time.perf_counter()
+        on_ray = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
+                                progress=lambda msg: log(f"    {msg}"), executor=RayCluster(ray_address))
+        ray_s = time.perf_counter() - t0
+        if [repr(asdict(p)) for p in on_ray] != [repr(asdict(p)) for p in predictions]:
+            raise RuntimeError(f"the grid on the Ray cluster at {ray_address} differs from the local pool's")
+        log(f"  grid on Ray {ray_s:.1f} s; the same predictions as the local pool")
+        results.append(Result(
+            name="scenario_grid_ray", samples=len(grid), seconds=ray_s, reference="local_pool",
+            reference_seconds=parallel, runs=[ray_s], reference_runs=[parallel],
+            detail={"scenarios": len(grid), "seeds": 1, "replica_hours": round(replica_hours, 1),
+                    "s_per_replica_hour": round(ray_s / replica_hours, 4), "address": ray_address,
+                    "processes": workers, "same_predictions": True,
+                    "what": "the same grid as scenario_grid on a Ray cluster (connection, runtime environment "
+                            "and worker start-up included), against the local pool"}))
     return results, analysis, predictions
 
 

@@ -135,6 +135,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     the whole process tree."""
     from app.bench.measure import ChildMemory, reset_peak_rss
     from app.economics import scenarios
+    from app.economics.executors import default_workers
     from app.promise import Promise
     from app.store import Workspace
 
@@ -162,7 +163,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
         phase("analyse", time.perf_counter() - t0)
     replicas, traffic, seeds = list(task["replicas"]), list(task["traffic"]), int(task["seeds"])
     hours = analysis.demand.duration_s / 3600
-    _say(f"grid of {len(replicas) * len(traffic)} scenarios x {seeds} seeds on {scenarios.default_workers()} "
+    _say(f"grid of {len(replicas) * len(traffic)} scenarios x {seeds} seeds on {default_workers()} "
          f"processes ({hours:.1f} h of demand, observed N={analysis.observed.replicas})")
     with ChildMemory() as pool:
         t0 = time.perf_counter()
@@ -176,7 +177,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     return {"phases": phases, "peak_reset": resettable, "samples": report.samples,
             "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
             "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},
-            "processes": scenarios.default_workers(),
+            "processes": default_workers(),
             "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()),
             "flagged": sum(p.flagged for p in predictions),
             "predictions": [{"replicas": p.replicas, "traffic": p.traffic, "path": p.path,

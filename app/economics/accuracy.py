@@ -36,6 +36,7 @@ import pandas as pd
 
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
+from app.economics.executors import default_workers
 from app.promise import Promise
 from app.simulator import (
     EngineConfig,
@@ -235,7 +236,7 @@ def _truth_job(args: tuple[str, int, float, float]) -> tuple[tuple[int, float, f
 def truths(c: FleetCase, grid: Sequence[tuple[int, float, float]], workers: int | None = None
            ) -> dict[tuple[int, float, float], dict[str, dict[str, float]]]:
     """The truth of every scenario of ``grid``, in parallel processes."""
-    workers = min(workers or sc.default_workers(), len(grid))
+    workers = min(workers or default_workers(), len(grid))
     if workers <= 1:
         return {s: truth(c, *s) for s in grid}
     ctx = multiprocessing.get_context("spawn")

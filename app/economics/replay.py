@@ -20,9 +20,10 @@ import numpy as np
 from app.economics.capacity import ReplicaModel
 from app.economics.demand import Demand, synthesize
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.fleet import FleetRun, run_fleet
+from app.simulator.fleet import FleetRun
 from app.simulator.records import NO_TIME, run_arrays
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
+from app.simulator.twin_engine import breach_counts, run_fleet_compiled, simulate
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 
@@ -135,7 +136,7 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
     max_len = twin_max_model_len(model)
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
     trace = _trace(demand, reqs, seed, max_len)
-    run = run_fleet(trace, twin_config(model, replicas), seed=seed, drain=True, metrics=False)
+    run = run_fleet_compiled(trace, twin_config(model, replicas), seed=seed)
     return run, outcomes(run)
 
 
@@ -147,9 +148,38 @@ def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
 def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
            traffic: float = 1.0, context: float = 1.0, seed: int = 0,
            requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
-    """One replay run of a scenario, reduced to its breach shares."""
-    run, d = run_twin(model, demand, replicas, traffic, context, seed, requests)
-    return shares_of(d, demand, run.trace.path_names, thresholds, run.sim_seconds)
+    """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
+    outcomes, counted in the compiled engine's own rows (no per-request arrays: a month of demand is
+    tens of millions of requests)."""
+    max_len = twin_max_model_len(model)
+    reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
+    trace = _trace(demand, reqs, seed, max_len)
+    sim = simulate(trace, twin_config(model, replicas), seed=seed)
+    names = trace.path_names
+    nan = math.nan
+    ttft = np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float)
+    tpot = np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float)
+    n_windows = int(round(demand.duration_s / demand.window_s))
+    totals, windows = breach_counts(sim.rows, ttft, tpot, WARMUP_S, WARMUP_S + demand.duration_s,
+                                    demand.window_s, n_windows)
+    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim.sim_seconds)
+    for k, name in enumerate(names):
+        if thresholds.get(name) is None:
+            continue
+        first, ttft_b, done, tpot_b, joint_b = (int(x) for x in totals[k])
+        out.requests[name] = first
+        out.ttft[name] = ttft_b / first if first else nan
+        out.tpot[name] = tpot_b / done if done else nan
+        out.joint[name] = joint_b / done if done else nan
+        out.windows[name] = {"first_tokens": windows[k, 0], "ttft_breached": windows[k, 1].astype(float),
+                             "finished": windows[k, 2], "joint_breached": windows[k, 3].astype(float)}
+    return out
+
+
+def _th(thresholds: Mapping[str, Thresholds], name: str, key: str) -> float:
+    th = thresholds.get(name)
+    value = getattr(th, key) if th is not None else None
+    return math.nan if value is None else float(value)
 
 
 def shares_of(d: Mapping[str, np.ndarray], demand: Demand, names: Sequence[str],

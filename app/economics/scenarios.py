@@ -21,11 +21,8 @@ favourable (a sensitivity envelope), and is widened by each flag's own width.
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +34,7 @@ from app.cube import ensure_cube
 from app.economics import calibration, capacity
 from app.economics.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
 from app.economics.demand import Demand, observed_demand
+from app.economics.executors import Executor, LocalProcesses
 from app.economics.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
@@ -372,25 +370,6 @@ def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], An
                   job.traffic, job.context, seed=job.seed, requests=cache[key])
 
 
-_WORKER_ANALYSIS: Analysis | None = None
-_WORKER_REQUESTS: dict[tuple[float, float, int], Any] = {}
-
-
-def _init_worker(analysis: Analysis) -> None:
-    global _WORKER_ANALYSIS
-    _WORKER_ANALYSIS = analysis
-
-
-def _run_in_worker(job: _Job) -> RunShares:
-    assert _WORKER_ANALYSIS is not None
-    return _run(_WORKER_ANALYSIS, job, _WORKER_REQUESTS)
-
-
-def default_workers() -> int:
-    """Processes for the replays: ``$HEADROOM_WORKERS``, else every core."""
-    return max(1, int(os.environ.get("HEADROOM_WORKERS") or os.cpu_count() or 1))
-
-
 def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float, runs: list[RunShares],
               envelope: list[RunShares]) -> list[Prediction]:
     reasons = _extrapolation(analysis, replicas, traffic, context)
@@ -425,42 +404,36 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
 
 
 def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
-            progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Prediction]:
+            progress: Callable[[str], None] | None = None, workers: int | None = None,
+            executor: Executor | None = None) -> list[Prediction]:
     """Per path predictions of one scenario."""
-    return grid(analysis, [replicas], [traffic], [context], seeds, progress, workers)
+    return grid(analysis, [replicas], [traffic], [context], seeds, progress, workers, executor)
 
 
 def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] = (1.0,),
          context: Sequence[float] = (1.0,), seeds: int = 3,
-         progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Prediction]:
+         progress: Callable[[str], None] | None = None, workers: int | None = None,
+         executor: Executor | None = None) -> list[Prediction]:
     """Every scenario of the grid. The twin runs (seeds and sensitivity variants of every scenario)
-    are independent, so they run in ``workers`` processes (default: every core)."""
+    are independent, so ``executor`` runs them where it runs them: by default ``workers`` local
+    processes (default: every core; 1: this process), or a Ray cluster
+    (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it: each run
+    is set by its job alone, and the runs are assembled in the grid's order."""
     scenarios_ = [(n, g, m) for g in traffic for m in context for n in replicas]
     jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
-    workers = min(workers or default_workers(), len(jobs))
+    executor = executor or LocalProcesses(workers)
     results: dict[_Job, RunShares] = {}
     started = time.perf_counter()
-
-    def done(job: _Job, run: RunShares) -> None:
+    # longest first (more demand, then fewer replicas: longer queues), so that the last runs to finish
+    # are short ones and no worker idles while one long run remains; a (g, m) pair's runs stay together,
+    # so that a worker replays the requests it synthesized for the pair's other replica counts
+    by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.replicas))
+    for job, run in executor.run(_run, analysis, by_cost, say=progress):
         results[job] = run
         if progress:
             progress(f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "
                      f"seed {job.seed} {job.variant} ({run.sim_seconds:.1f} s; {time.perf_counter() - started:.0f} s "
                      f"so far)")
-
-    if workers <= 1:
-        cache: dict[tuple[float, float, int], Any] = {}
-        for job in jobs:
-            done(job, _run(analysis, job, cache))
-    else:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(analysis,)) as pool:
-            # longest first (more demand, then fewer replicas: longer queues), so that the last
-            # runs to finish are short ones and no process idles while one long run remains
-            by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.replicas))
-            futures = {pool.submit(_run_in_worker, job): job for job in by_cost}
-            for future in as_completed(futures):
-                done(futures[future], future.result())
     out = []
     for n, g, m in scenarios_:
         mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == (n, g, m)]

@@ -1,0 +1,139 @@
+"""The compiled twin engine against the Python engine it was written from: the same requests, times,
+outcomes and gauges, bit for bit, on workloads that take every branch (queues, chunked prefill,
+preemption, the four routers, a batch² step term, an admission watermark, no full-prompt reservation)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.economics import scenarios
+from app.economics.replay import (
+    demand_requests,
+    outcomes,
+    replay,
+    run_twin,
+    shares_of,
+    twin_config,
+    twin_max_model_len,
+)
+from app.economics.scenarios import Analysis
+from app.promise import Promise
+from app.simulator.config import EngineConfig, FleetConfig, StepTime
+from app.simulator.fleet import run_fleet
+from app.simulator.records import run_arrays
+from app.simulator.trace import generate_trace, scale_context, scale_traffic
+from app.simulator.twin_engine import run_fleet_compiled, unsupported
+from app.store import Workspace
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "metrics.parquet"
+DETERMINISTIC = StepTime(noise_sigma=0.0, frontend_s=0.0, frontend_per_token_s=0.0)
+FIELDS = ("arrival_us", "eng_arrival_us", "scheduled_us", "first_token_us", "finish_us", "replica", "path",
+          "prompt_tokens", "output_tokens", "preemptions", "reason", "lost", "ttft_s", "tpot_s", "queue_s")
+
+
+def _trace(hours: float, traffic: float = 1.0, context: float = 1.0):
+    base = generate_trace(seed=11, hours=hours, warmup_s=600.0)
+    return scale_context(scale_traffic(base, traffic), context) if (traffic, context) != (1.0, 1.0) else base
+
+
+CASES = {
+    # name: (replicas, router, traffic, context, engine, step)
+    "four replicas, least outstanding": (4, "least_outstanding", 1.0, 1.0, EngineConfig(), DETERMINISTIC),
+    "overloaded pair, queues": (2, "least_outstanding", 1.5, 1.0, EngineConfig(), DETERMINISTIC),
+    "tight KV, preemptions": (3, "round_robin", 1.2, 1.5, EngineConfig(num_gpu_blocks=2100), DETERMINISTIC),
+    "random router": (3, "random", 1.0, 1.0, EngineConfig(), DETERMINISTIC),
+    "power of two": (5, "power_of_two", 1.3, 1.0, EngineConfig(), DETERMINISTIC),
+    "one replica, power of two": (1, "power_of_two", 0.3, 1.0, EngineConfig(), DETERMINISTIC),
+    "small budget, no reservation, watermark, batch squared": (
+        3, "least_outstanding", 1.2, 1.0,
+        EngineConfig(max_num_seqs=48, max_num_batched_tokens=1024, reserve_full_prompt=False,
+                     admission_watermark=0.02, num_gpu_blocks=2500),
+        replace(DETERMINISTIC, per_decode_seq_sq_s=2e-7)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_compiled_engine_equals_the_python_engine(name: str) -> None:
+    replicas, router, traffic, context, engine, step = CASES[name]
+    trace = _trace(2.0, traffic, context)
+    config = FleetConfig(replicas=replicas, router=router, engine=engine, step=step, scrape_interval_s=60.0)
+    assert unsupported(trace, config) is None
+    ref = run_fleet(trace, config, seed=5, drain=True, metrics=False)
+    fast = run_fleet_compiled(trace, config, seed=5)
+    a, b = run_arrays(ref), run_arrays(fast)
+    for f in FIELDS:
+        assert np.array_equal(a[f], b[f], equal_nan=True), f"{name}: {f} differs"
+    for r in range(replicas):
+        assert np.array_equal(ref.counters[r].gauges, fast.counters[r].gauges), f"{name}: gauges of replica {r}"
+    assert a["finished"].all(), "drained: every request finishes"
+    # the case exercises what its name says
+    if "preemption" in name:
+        assert a["preemptions"].sum() > 0
+    if "queues" in name:
+        assert np.nanmax(a["queue_s"]) > 1.0
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Analysis:
+    """The capacity model and demand fitted on the bundled day (without calibration: the engine is
+    what is compared here, not the fit), cut to its busiest 3 hours."""
+    ws = Workspace(":memory:")
+    try:
+        assert ws.load_file(SAMPLE).status == "loaded"
+        analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], ["model_name"],
+                                     calibrate=False)
+    finally:
+        ws.close()
+    return replace(analysis, demand=analysis.demand.span(*analysis.demand.busiest_span(3.0)))
+
+
+@pytest.mark.slow
+def test_the_replay_on_the_compiled_engine_gives_the_reference_shares(bundled: Analysis) -> None:
+    a = bundled
+    for replicas, traffic, seed in [(2, 1.0, 0), (3, 1.5, 1), (4, 1.0, 2), (6, 2.0, 3)]:
+        reqs = demand_requests(a.demand, traffic, 1.0, seed, twin_max_model_len(a.model))
+        fast_run, fast = run_twin(a.model, a.demand, replicas, traffic, seed=seed, requests=reqs)
+        ref_run = run_fleet(fast_run.trace, twin_config(a.model, replicas), seed=seed, drain=True, metrics=False)
+        ref = outcomes(ref_run)
+        for f in ("first_token", "finish", "ttft_s", "tpot_s", "replica", "output_tokens", "preemptions"):
+            assert np.array_equal(ref[f], fast[f], equal_nan=True), (replicas, traffic, f)
+        names = fast_run.trace.path_names
+        s_ref = shares_of(ref, a.demand, names, a.thresholds)
+        s_fast = shares_of(fast, a.demand, names, a.thresholds)
+        assert (s_ref.requests, s_ref.ttft, s_ref.tpot, s_ref.joint) == (
+            s_fast.requests, s_fast.ttft, s_fast.tpot, s_fast.joint)
+        for name in names:
+            for key, v in s_ref.windows[name].items():
+                assert np.array_equal(v, s_fast.windows[name][key]), (replicas, traffic, name, key)
+        if replicas == 2:  # the scenario the fleet cannot carry: breaches, not only the easy case
+            assert max(s_fast.ttft.values()) > 0.01
+
+
+def test_a_configuration_the_compiled_engine_does_not_model_is_refused() -> None:
+    trace = _trace(0.2)
+    noisy = FleetConfig(replicas=2)
+    assert unsupported(trace, noisy) == "noisy step times"
+    with pytest.raises(ValueError, match="noisy step times"):
+        run_fleet_compiled(trace, noisy)
+
+
+@pytest.mark.slow
+def test_the_replays_breach_counts_are_the_shares_of_its_outcomes(bundled: Analysis) -> None:
+    """``replay`` counts breaches in the engine's rows; ``shares_of`` on the per-request outcomes of the
+    Python engine is the reference (the same shares and windows, to the bit)."""
+    a = bundled
+    for replicas, traffic, seed in [(2, 1.0, 0), (5, 1.5, 1)]:
+        reqs = demand_requests(a.demand, traffic, 1.0, seed, twin_max_model_len(a.model))
+        got = replay(a.model, a.demand, replicas, a.thresholds, traffic, seed=seed, requests=reqs)
+        run, _ = run_twin(a.model, a.demand, replicas, traffic, seed=seed, requests=reqs)
+        ref_run = run_fleet(run.trace, twin_config(a.model, replicas), seed=seed, drain=True, metrics=False)
+        want = shares_of(outcomes(ref_run), a.demand, run.trace.path_names, a.thresholds)
+        assert (got.requests, got.ttft, got.tpot, got.joint) == (want.requests, want.ttft, want.tpot, want.joint)
+        for name, per in want.windows.items():
+            for key, v in per.items():
+                assert v.dtype == got.windows[name][key].dtype and np.array_equal(v, got.windows[name][key])
+        assert sum(want.requests.values()) > 1000
