@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,13 +67,14 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return dirs
 
 
-@pytest.fixture(scope="module")
-def app_url(scratch: dict[str, Path]) -> Iterator[str]:
-    _require_browser()
-    sample = scratch["sample"] = make_slice(scratch["root"] / "metrics-11h30-12h30.parquet")
-    env = {**os.environ, "HEADROOM_DB": str(scratch["root"] / "workspace.duckdb"),
-           ui_data.SAMPLE_ENV: str(sample), "TMPDIR": str(scratch["tmp"]),
+@contextmanager
+def serve(scratch: dict[str, Path], sample: Path | None) -> Iterator[str]:
+    """``streamlit run`` of the dashboard on a free loopback port with the scratch workspace, on
+    ``sample`` (None: the bundled day, as README's set-up command opens it); yields its URL."""
+    env = {**os.environ, "HEADROOM_DB": str(scratch["root"] / "workspace.duckdb"), "TMPDIR": str(scratch["tmp"]),
            "XDG_CONFIG_HOME": str(scratch["xdg-config"]), "XDG_CACHE_HOME": str(scratch["xdg-cache"])}
+    if sample is not None:
+        env[ui_data.SAMPLE_ENV] = str(sample)
     port = _free_port()
     log = (scratch["root"] / "streamlit.log").open("wb")
     proc = subprocess.Popen(
@@ -92,14 +94,24 @@ def app_url(scratch: dict[str, Path]) -> Iterator[str]:
             log.close()
             raise RuntimeError((scratch["root"] / "streamlit.log").read_text())
         time.sleep(0.1)
-    yield url
-    proc.terminate()
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-    log.close()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(scratch: dict[str, Path]) -> Iterator[str]:
+    _require_browser()
+    sample = scratch["sample"] = make_slice(scratch["root"] / "metrics-11h30-12h30.parquet")
+    with serve(scratch, sample) as url:
+        yield url
 
 
 def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) -> None:
@@ -170,4 +182,37 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
         expect(page.get_by_text(re.compile("Source: \\*?given"))).to_be_visible(timeout=SLOW)
         expect(page.get_by_text("Isotonic fits of the per-window joint share")).to_be_visible(timeout=SLOW)
         page.screenshot(path=str(shots / "4-capacity-model.png"))
+        browser.close()
+
+
+def test_the_default_grid_on_the_bundled_day(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """As README's set-up command opens it: the whole bundled day, the Economics page's default grid
+    (N' 2…8, one seed) from the click to the cheapest N' on screen. The seconds are printed (README
+    quotes them; a figure, not an assertion: timing belongs to the benchmarks)."""
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    root = tmp_path_factory.mktemp("bundled-day")
+    scratch = {name: root / name for name in ("tmp", "xdg-config", "xdg-cache")}
+    for d in scratch.values():
+        d.mkdir()
+    scratch["root"] = root
+    with serve(scratch, None) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                                    env={**os.environ, "XDG_CONFIG_HOME": str(scratch["xdg-config"]),
+                                         "XDG_CACHE_HOME": str(scratch["xdg-cache"])})
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page.goto(url)
+        expect(page.get_by_text("1: bundled sample")).to_be_visible(timeout=SLOW)
+        page.get_by_test_id("stSidebarNav").get_by_text("Economics", exact=True).click()
+        expect(page.get_by_role("heading", name="Economics", exact=True)).to_be_visible(timeout=SLOW)
+        expect(page.locator(f".st-key-{state.econ_key('replicas')} input")).to_have_value("2:8")
+        clicked = time.monotonic()
+        page.get_by_role("button", name="Run scenarios").click()
+        cheapest = page.get_by_test_id("stMetric").filter(has_text="Cheapest N'")
+        expect(cheapest.get_by_test_id("stMetricValue")).to_have_text(re.compile(r"^[2-8]$"), timeout=SLOW)
+        seconds = time.monotonic() - clicked
+        label = page.get_by_text(re.compile(r"7 scenarios, 7 replayed, in [\d.]+ s"))
+        expect(label).to_be_visible(timeout=SLOW)
+        print(f"\ndefault grid on the bundled day: {label.inner_text()}; click to the cheapest N' {seconds:.1f} s")
         browser.close()
