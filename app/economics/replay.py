@@ -133,11 +133,16 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
     """One twin run of a scenario: the fleet run (its per-minute gauges) and the per-request outcomes.
     ``requests``: ``demand_requests`` of the same arguments, when the caller has them already (the
     runs of a grid at several N' replay the same requests)."""
+    run = run_fleet_compiled(_twin_trace(model, demand, traffic, context, seed, requests),
+                             twin_config(model, replicas), seed=seed)
+    return run, outcomes(run)
+
+
+def _twin_trace(model: ReplicaModel, demand: Demand, traffic: float, context: float, seed: int,
+                requests: Mapping[str, np.ndarray] | None) -> Trace:
     max_len = twin_max_model_len(model)
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
-    trace = _trace(demand, reqs, seed, max_len)
-    run = run_fleet_compiled(trace, twin_config(model, replicas), seed=seed)
-    return run, outcomes(run)
+    return _trace(demand, reqs, seed, max_len)
 
 
 def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
@@ -151,9 +156,7 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
     outcomes, counted in the compiled engine's own rows (no per-request arrays: a month of demand is
     tens of millions of requests)."""
-    max_len = twin_max_model_len(model)
-    reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
-    trace = _trace(demand, reqs, seed, max_len)
+    trace = _twin_trace(model, demand, traffic, context, seed, requests)
     sim = simulate(trace, twin_config(model, replicas), seed=seed)
     names = trace.path_names
     nan = math.nan

@@ -321,9 +321,10 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
         else:
             rp[r].plan = IDLE
             rp[r].plan_end = INF
-        return h
+        return
     if rp[r].n_pf > 0 or rp[r].n_lag > 0 or rp[r].n_dec == 0:
-        return _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r)
+        _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+        return
     bs = ip[BS]
     if rp[r].n_wait > 0 and rp[r].n_run < ip[MAX_SEQS]:
         head = rp[r].wait_head
@@ -332,8 +333,9 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
         if not ip[RESERVE_FULL] and first > room:
             first = room
         if -(-first // bs) <= ip[NB] - rp[r].used - ip[WM]:
-            return _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r)
-    return _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+            _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+            return
+    _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
 
 
 @njit(cache=True, error_model="numpy")
@@ -367,7 +369,8 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
             lo = mid + 1
     k_kv = cycles * bs + (lo - 1)
     if k_kv == 0:
-        return _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r)
+        _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+        return
     if k_kv < k:
         k = k_kv
     rp[r].s_n = n
@@ -381,7 +384,6 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     rp[r].k = max(k, 1)
     rp[r].plan = STRETCH
     rp[r].plan_end = rp[r].T + _tau(rp, r, rp[r].k)
-    return h
 
 
 @njit(cache=True, error_model="numpy")
@@ -396,7 +398,7 @@ def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
 
 # -- detailed steps ----------------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
+def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     T, S, bs = rp[r].T, rp[r].S, ip[BS]
     budget = ip[BUDGET]
     free = ip[NB] - rp[r].used
@@ -509,7 +511,6 @@ def _schedule_step(rq, rp, ncls, h, st_dec, st_pf, ip, fp, r):
     rp[r].st_dur = dur
     rp[r].plan = STEP
     rp[r].plan_end = T + dur
-    return h
 
 
 @njit(cache=True, error_model="numpy")
@@ -601,11 +602,12 @@ def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     plan = rp[r].plan
     if plan == STRETCH:
         _apply_stretch(rq, rp, ncls, h, prefix, ip, r, rp[r].k)
-    elif plan == STEP:
+    elif plan == STEP:  # the only event that pushes onto the finish heap (and may enlarge its array)
         h = _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r)
     elif plan == WAKE:
         rp[r].T = rp[r].plan_end
-    return _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+    _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+    return h
 
 
 @njit(cache=True, error_model="numpy")
@@ -623,11 +625,10 @@ def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
         k_cut = _first_tau_at_least(rp, r, t_eng - rp[r].T)
         if k_cut < rp[r].k:
             if k_cut == 0:
-                h = _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+                _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
             else:
                 rp[r].k = k_cut
                 rp[r].plan_end = rp[r].T + _tau(rp, r, k_cut)
-    return h
 
 
 @njit(cache=True, error_model="numpy")
@@ -692,7 +693,7 @@ def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a,
             la = rp[a].n_inbox + rp[a].n_wait + rp[a].n_run
             lb = rp[b].n_inbox + rp[b].n_wait + rp[b].n_run
             choice = a if la <= lb else b
-        h = _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, i)
+        _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, i)
     for r in range(n_rep):
         while rp[r].plan_end < INF:
             h = _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
