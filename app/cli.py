@@ -1,5 +1,8 @@
 """``headroom`` command line. Subcommands are thin: parse arguments, call ``app``, print.
 
+Each command imports the parts of Headroom it runs when it runs: the economics (scipy, numba), the
+benchmarks and Streamlit would make every command, ``headroom load`` included, start 2 s slower.
+
 Every subcommand with ``--format json`` prints a stable, documented JSON document (README, "CLI").
 """
 
@@ -16,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.jsonable import dumps, jsonable
+from app import load
+from app.jsonable import dumps
 from app.store import MEMORY, Workspace, default_db_path
 
 
@@ -60,7 +64,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     with _workspace(args) as ws:
         if args.path_label:
             ws.set_paths(args.path_label, ws.path_rules())
-        reports = ws.load_files(args.files)
+        reports = load.load_files(ws, args.files)
     if args.format == "json":
         _write(dumps({"files": [r.as_json() for r in reports]}))
     else:
@@ -103,7 +107,7 @@ def cmd_cube(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom cube: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        reports = ws.load_files(args.files) if args.files else []
+        reports = load.load_files(ws, args.files) if args.files else []
         for r in reports:
             if r.status == "failed":
                 for e in r.errors:
@@ -160,7 +164,7 @@ def _promises(args: argparse.Namespace) -> list[Any]:
 
 
 def _load_for_analysis(ws: Workspace, files: Sequence[str]) -> tuple[list[int], list[Any]]:
-    reports = ws.load_files(files) if files else []
+    reports = load.load_files(ws, files) if files else []
     for r in reports:
         for e in r.errors:
             sys.stderr.write(f"error: {e}\n")
@@ -216,15 +220,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # -- scenarios -------------------------------------------------------------------------------------
 def _prices(args: argparse.Namespace) -> Any:
+    from app.economics.inputs import parse_breach_prices
     from app.economics.money import Prices
 
-    breach = {}
-    for item in args.breach_price or []:
-        path, sep, usd = item.rpartition("=")
-        try:
-            breach[path if sep else "*"] = float(usd)
-        except ValueError:
-            raise ValueError(f"--breach-price {item!r}: expected PATH=USD") from None
+    breach = parse_breach_prices(args.breach_price or [])
     if args.replica_hour_price is not None:
         return Prices(replica_hour=args.replica_hour_price, breach=breach, horizon_hours=args.horizon_hours)
     if args.gpu_hour_price is None or args.gpus_per_replica is None:
@@ -232,12 +231,35 @@ def _prices(args: argparse.Namespace) -> Any:
     return Prices.from_gpu(args.gpu_hour_price, args.gpus_per_replica, breach, args.horizon_hours)
 
 
-def cmd_scenarios(args: argparse.Namespace) -> int:
-    from app.economics import decision, scenarios
+def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario inputs the command line gives, checked before anything is loaded (the datasets,
+    path labels and rules come from the workspace after the load)."""
     from app.economics.capacity import Assumptions
+    from app.economics.inputs import ScenarioInputs, parse_multipliers, parse_replicas
+
+    for flag in ("kv_cache_tokens", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} {value}: must be a positive number of "
+                             f"{'sequences' if flag == 'max_num_seqs' else 'tokens'}")
+    parsed = {
+        "promises": tuple(_promises(args)), "replicas": tuple(parse_replicas(args.replicas)),
+        "traffic": tuple(parse_multipliers(args.traffic, "--traffic")),
+        "context": tuple(parse_multipliers(args.context, "--context")), "seeds": args.seeds,
+        "assumptions": Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                                   kv_cache_tokens=args.kv_cache_tokens, max_model_len=args.max_model_len,
+                                   block_size=args.block_size, router=args.router),
+        "observed_replicas": args.observed_replicas, "calibrate": args.calibrate, "prices": _prices(args),
+        "split": args.cost_split,
+    }
+    ScenarioInputs(datasets=(0,), path_labels=(), **parsed)  # the rest of its checks
+    return parsed
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from app.economics import render, saved
     from app.economics.executors import ExecutorError
-    from app.economics.inputs import parse_multipliers, parse_replicas
-    from app.economics.money import Prices
+    from app.economics.inputs import ScenarioInputs
     from app.economics.ray_executor import RayCluster
 
     try:
@@ -247,69 +269,33 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom scenarios: --ray {address}: {exc}\n")
         return 2
     try:
-        replicas = parse_replicas(args.replicas)
-        traffic = parse_multipliers(args.traffic, "--traffic")
-        context = parse_multipliers(args.context, "--context")
-        promises = _promises(args)
-        prices = _prices(args)
         if args.save and args.db == MEMORY:
             raise ValueError("--save needs --db FILE: the workspace the set is kept in")
-        for flag in ("kv_cache_tokens", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
-            value = getattr(args, flag)
-            if value is not None and value < 1:
-                raise ValueError(f"--{flag.replace('_', '-')} {value}: must be a positive number of "
-                                 f"{'sequences' if flag == 'max_num_seqs' else 'tokens'}")
+        parsed = _scenario_args(args)
     except ValueError as exc:
         sys.stderr.write(f"headroom scenarios: {exc}\n")
         return 2
-    assumptions = Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                              kv_cache_tokens=args.kv_cache_tokens, max_model_len=args.max_model_len,
-                              block_size=args.block_size, router=args.router)
     with _workspace(args) as ws:
         ids, reports = _load_for_analysis(ws, args.files)
         if not ids:
             sys.stderr.write("headroom scenarios: no dataset loaded\n")
             return 1
-        labels = args.path_label or ws.path_labels()
+        inputs = ScenarioInputs(datasets=tuple(ids), path_labels=tuple(args.path_label or ws.path_labels()),
+                                rules=tuple(ws.path_rules()), **parsed)
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
         try:
-            if progress:
-                progress("fitting the replica model and the demand, replaying at the observed fleet size")
-            analysis = scenarios.analyse(ws, ids, promises, labels, assumptions,
-                                         observed_replicas=args.observed_replicas, calibrate=args.calibrate,
-                                         progress=progress)
-            star = prices.breach.get("*")
-            if star is not None:
-                prices = Prices(prices.replica_hour, {p: prices.breach.get(p, star) for p in analysis.thresholds},
-                                prices.horizon_hours)
-            predictions = scenarios.grid(analysis, replicas, traffic, context, seeds=args.seeds, progress=progress,
-                                         executor=executor)
-            from app.cube import ensure_cube
-            from app.economics import crosscheck
-
-            curve_cube = ensure_cube(ws, ids, crosscheck.CURVE_WINDOW_S, labels)
-            doc = decision.document(
-                analysis, predictions, prices, split=args.cost_split,
-                cross_check=crosscheck.load_response(ws, curve_cube, promises, replicas, traffic),
-                queueing=crosscheck.queueing_view(analysis, replicas))
+            run = inputs.run(ws, executor=executor, progress=progress)
         except (ValueError, ExecutorError) as exc:
             sys.stderr.write(f"headroom scenarios: {exc}\n")
             return 1
         if args.save:
-            from app.economics import saved
-
-            inputs = {"datasets": ids, "promises": [p.as_param() for p in promises],
-                      "replicas": replicas, "traffic": traffic, "context": context, "seeds": args.seeds,
-                      "prices": doc["prices"], "assumptions": assumptions.as_dict(), "path_labels": labels}
-            saved.save(ws, args.save, inputs, jsonable(doc))
-    from app.economics import render
-
+            saved.save(ws, args.save, inputs.saved(), run.document)
     if args.format == "json":
-        _write(dumps(doc))
+        _write(dumps(run.document))
     elif args.format == "csv":
-        _write(render.scenarios_csv(doc))
+        _write(render.scenarios_csv(run.document))
     else:
-        _write(render.scenarios_markdown(doc))
+        _write(render.scenarios_markdown(run.document))
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 

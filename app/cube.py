@@ -14,27 +14,11 @@ import duckdb
 import pandas as pd
 
 from app import sql
-from app.store import Workspace
+from app.ingest.text import empty_tables
+from app.store import CUBE_TABLES, Workspace, path_mapping
 
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
-
-_DDL = (
-    "create sequence if not exists cube_ids start 1",
-    "create table if not exists cube_index (cube_key varchar primary key, cube_id integer not null, "
-    "spec json not null, built_at timestamp not null default current_timestamp)",
-    "create table if not exists cube_rows (cube_id integer not null, window_start timestamp not null, "
-    "path varchar not null, signal varchar, le double, stat varchar not null, value double)",
-    "create table if not exists cube_bucket_layouts (cube_id integer not null, path varchar not null, "
-    "signal varchar not null, layout_id integer not null, les double[] not null)",
-    "create table if not exists cube_window_histograms (cube_id integer not null, "
-    "window_start timestamp not null, path varchar not null, finished double, failed double, "
-    + ", ".join(f"{h}_layout integer, {h}_counts double[], {h}_count double"
-                for h in ("ttft", "tpot", "itl", "e2e", "queue")) + ")",
-    # the per-bound layout index of workspaces written before cube_window_histograms
-    "drop table if exists cube_bucket_layout",
-)
-_DERIVED = ("cube_bucket_layouts", "cube_window_histograms")
 
 # Stored in this order, a cube's rows of one signal sit in few row groups: DuckDB's zone maps then
 # skip the rest when a query reads one signal.
@@ -52,7 +36,7 @@ def index_for_promises(con: duckdb.DuckDBPyConnection, cube_id: int) -> None:
     """Gather a cube's bucket rows into one list per (window, path, histogram) with its layout
     (``cube__promise_lists`` → ``cube_bucket_layouts``, ``cube_window_histograms``): a promise change
     then picks bounds by position instead of aggregating millions of bucket rows."""
-    for table in _DERIVED:
+    for table in CUBE_TABLES[1:]:  # the derived ones
         con.execute(f"delete from {table} where cube_id = $id", {"id": cube_id})
     sql.materialize(con, "cube__promise_lists", "promise_lists", cube_id=cube_id)
     sql.insert_into(con, "cube__bucket_layouts", "cube_bucket_layouts", cube_id=cube_id)
@@ -80,8 +64,6 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
                     path_labels: Sequence[str]) -> None:
     """Build the cube into the temp table ``cube_new`` on ``con`` (with its inputs ``cube_series``
     and ``cube_series_windows``, which later queries of the same connection may read)."""
-    from app.ingest.text import empty_tables
-
     ids = [int(i) for i in dataset_ids]
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
     # A load stores a file in the order it reads it, and exports come series by series in time order:
@@ -113,8 +95,6 @@ def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[st
 def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
                 path_labels: Sequence[str] | None = None) -> int:
     """Return the id of the cached cube for this spec, building it if needed."""
-    from app.store import path_mapping
-
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
     with ws.transaction() as con:
         stored_labels, rules = path_mapping(con)
@@ -125,16 +105,10 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
             "select distinct dataset_id from request_records where list_contains($ids, dataset_id)",
             {"ids": [int(i) for i in ids]}).fetchall()}
         ids = [i for i in ids if int(i) not in records]
-        _create_tables(con)
         row = con.execute("select cube_id from cube_index where cube_key = $k",
                           {"k": cube_key(ids, window_s, labels, rules)}).fetchone()
         if row:
-            cube_id = int(row[0])
-            # a workspace written before the per-window lists: gather them once
-            if not con.execute("select count(*) from cube_window_histograms where cube_id = $id",
-                               {"id": cube_id}).fetchall()[0][0]:
-                index_for_promises(con, cube_id)
-            return cube_id
+            return int(row[0])
         build_into_temp(con, ids, window_s, labels)
         return _store_built(con, ids, window_s, labels, rules)
 
@@ -143,14 +117,12 @@ def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], windo
                path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
     """Keep the cube a load's summary just built in ``cube_new`` as the cached cube of its spec (its
     dataset is new: no cube of it is cached yet); its id."""
-    _create_tables(con)
     return _store_built(con, dataset_ids, window_s, path_labels, rules)
 
 
 def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
                  path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
     ids = sorted(int(i) for i in dataset_ids)
-    # a sequence, not max + 1: an id is never reused after a delete, so caches keyed by it stay right
     cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
     store_rows(con, cube_id, "cube_new")
     spec = {"datasets": ids, "window_s": int(window_s), "path_labels": list(path_labels),
@@ -160,11 +132,6 @@ def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], win
     return cube_id
 
 
-def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    for ddl in _DDL:
-        con.execute(ddl)
-
-
 def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:
     """The cube's rows, ordered by window, path, signal, stat, le."""
     return ws.cursor().execute(
@@ -172,14 +139,3 @@ def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:
         "order by window_start, path, signal nulls first, stat, le nulls first",
         {"id": cube_id},
     ).df()
-
-
-def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
-    """Forget cached cubes that include a dataset (called when a dataset is deleted)."""
-    _create_tables(con)
-    for table in ("cube_rows", *_DERIVED):
-        con.execute(
-            f"delete from {table} where cube_id in (select cube_id from cube_index "
-            "where list_contains(cast(spec->'datasets' as integer[]), $id))", {"id": dataset_id})
-    con.execute("delete from cube_index where list_contains(cast(spec->'datasets' as integer[]), $id)",
-                {"id": dataset_id})

@@ -12,10 +12,16 @@ give its exact value. Supported files, detected from content:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
+
+import duckdb
+import pyarrow.parquet as pq
 
 from app import sql
 from app.ingest.base import IngestError, Source
+from app.promise import Promise
+from app.store import Workspace
 
 KINDS = {
     "vllm-bench-json": "records__from_vllm_bench",
@@ -31,8 +37,6 @@ def sniff(src: Source) -> str | None:
     """The record format of ``src``, or None when it is not a per-request file."""
     head = src.head(1 << 16)
     if head.startswith(b"PAR1"):
-        import pyarrow.parquet as pq
-
         names = set(pq.read_schema(src.path).names)
         return "simulator-records-parquet" if _SIM_COLUMNS <= names else None
     text = head.decode("utf-8", errors="replace").lstrip()
@@ -61,19 +65,19 @@ def _read_text(src: Source) -> str:
     return src.path.read_text(errors="replace")
 
 
-def stage(con: object, src: Source, kind: str, path_name: str = "") -> None:
+def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str = "") -> None:
     """Create the temp table ``stage_records`` from ``src`` (inside the load's transaction)."""
     query = KINDS[kind]
     params = {"path": str(src.path)}
     if "path_name" in sql.get(query).params:
         params["path_name"] = path_name
-    sql.materialize(con, query, "stage_records", **params)  # type: ignore[arg-type]
+    sql.materialize(con, query, "stage_records", **params)
 
 
-def exact_joint_shares(ws: object, dataset_ids: list[int], promises: list, start: datetime | None,
+def exact_joint_shares(ws: Workspace, dataset_ids: list[int], promises: Sequence[Promise], start: datetime | None,
                        end: datetime | None, include_failed: bool = True) -> dict[str, float]:
     """{path: exact joint breach share} from the records of ``dataset_ids`` (empty when none)."""
-    cur = ws.cursor()  # type: ignore[attr-defined]
+    cur = ws.cursor()
     has = cur.execute("select count(*) from request_records where list_contains($ids, dataset_id)",
                       {"ids": list(dataset_ids)}).fetchone()[0]
     if not has:

@@ -1,29 +1,30 @@
-"""The workspace: one DuckDB database holding datasets, series, samples, path rules and settings.
+"""The workspace: one DuckDB database holding datasets, series, samples, cached cubes, path rules
+and settings, its schema (``queries/schema/workspace.sql``) and its transactions.
 
-This is the only module that opens DuckDB connections. Each load of a file is atomic (one
-transaction) and idempotent (a file whose bytes were loaded before is not loaded again).
+This is the only module that opens DuckDB connections. What goes in is ``app.load``'s business
+(one transaction per file); what is computed from it, ``app.cube``'s and the queries'.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
+import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from app import ingest, records, sql
-from app.ingest.base import IngestError
+from app import sql
 
 DB_ENV = "HEADROOM_DB"
 MEMORY = ":memory:"
+# the tables of cached cubes, one row set per cube_id (cube_index maps a cube's spec to its id)
+CUBE_TABLES = ("cube_rows", "cube_bucket_layouts", "cube_window_histograms")
 
 
 def data_dir() -> Path:
@@ -44,8 +45,6 @@ DEFAULT_MEMORY_LIMIT = "3.5GB"
 def _engine_config() -> dict[str, str]:
     """DuckDB settings: a bounded memory (a week of samples must not take the machine; DuckDB spills
     to a temp directory beyond it) — ``$HEADROOM_MEMORY_LIMIT`` (e.g. ``8GB``) overrides 3.5 GB."""
-    import tempfile
-
     return {
         "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_LIMIT,
         "temp_directory": str(Path(tempfile.gettempdir()) / "headroom-duckdb-spill"),
@@ -58,44 +57,6 @@ def default_db_path() -> str:
         return os.environ[DB_ENV]
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(base) / "headroom" / "workspace.duckdb")
-
-
-@dataclass
-class LoadReport:
-    """What happened to one file of a load. Its ``as_json()`` is the stable JSON of ``headroom load``."""
-
-    file: str
-    status: str  # loaded | unchanged | failed
-    dataset: str | None = None
-    dataset_id: int | None = None
-    format: str | None = None
-    gzip: bool = False
-    engine: str | None = None
-    series: int = 0
-    samples: int = 0
-    start: str | None = None
-    end: str | None = None
-    scrape_interval_s: float | None = None
-    time_source: str | None = None
-    signals: list[str] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    unknown_metrics: list[str] = field(default_factory=list)
-    resets: int = 0
-    repairs: int = 0
-    snapshot: bool = False
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Workspace:
@@ -163,147 +124,6 @@ class Workspace:
                 raise
             self.con.execute("commit")
 
-    # -- loading -------------------------------------------------------------------------------
-    def load_files(self, paths: Iterable[str | Path], names: Sequence[str] | None = None) -> list[LoadReport]:
-        """Load each file as its own dataset; a failing file is reported and the others still load."""
-        reports = []
-        for i, p in enumerate(paths):
-            name = names[i] if names and i < len(names) else None
-            reports.append(self.load_file(Path(p), name=name))
-        return reports
-
-    def load_file(self, path: Path, name: str | None = None, display: str | None = None) -> LoadReport:
-        display = display or str(path)
-        try:
-            digest = _digest(path)
-        except OSError as exc:
-            return LoadReport(file=display, status="failed", errors=[f"{display}: cannot read ({exc.strerror})"])
-        try:
-            with ingest.open_source(path, display=display) as src:
-                kind = records.sniff(src)
-                if kind:
-                    return self._load(display, digest, name or path.name,
-                                      lambda con: records.stage(con, src, kind), src, records_kind=kind)
-                return self._load(display, digest, name or path.name, lambda con: ingest.stage(con, src), src)
-        except IngestError as exc:
-            return LoadReport(file=display, status="failed", errors=[str(exc)])
-
-    def load_frame(self, frame: Any, name: str) -> LoadReport:
-        """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset."""
-        from app.ingest.frame import digest_frame, stage_frame
-
-        with self._lock:
-            digest = digest_frame(self.con, frame)
-        src = ingest.Source(path=Path(name), display=name, original=Path(name))
-        return self._load(name, digest, name, lambda con: stage_frame(con, frame), src)
-
-    def _load(self, display: str, digest: str, name: str, stager: Any, src: ingest.Source,
-              records_kind: str | None = None) -> LoadReport:
-        existing = next(iter(self._read("select summary from datasets where digest = $d", {"d": digest})), None)
-        if existing:
-            report = LoadReport(**json.loads(existing[0]))
-            report.file, report.status = display, "unchanged"
-            return report
-        try:
-            with self.transaction() as con:
-                staged = stager(con)
-                if records_kind:
-                    return self._commit_records(con, records_kind, src, digest, name)
-                return self._commit_staged(con, staged, src, digest, name)
-        except IngestError as exc:
-            return LoadReport(file=display, status="failed", errors=[str(exc)])
-        except duckdb.Error as exc:
-            first = str(exc).splitlines()[0]
-            return LoadReport(file=display, status="failed", errors=[f"{display}: {first}"])
-
-    def _unique_name(self, con: duckdb.DuckDBPyConnection, name: str) -> str:
-        taken = {r[0] for r in con.execute("select name from datasets").fetchall()}
-        if name not in taken:
-            return name
-        i = 2
-        while f"{name} ({i})" in taken:
-            i += 1
-        return f"{name} ({i})"
-
-    def _commit_staged(
-        self, con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: ingest.Source, digest: str, name: str
-    ) -> LoadReport:
-        n_points = con.execute("select count(*) from stage_points").fetchone()[0]
-        if n_points == 0:
-            raise IngestError(src.display, "no samples found")
-        con.execute("create or replace temp table stage_series as " + sql.get("ingest__staged_series").sql)
-        dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
-        sql.execute(con, "ingest__insert_series")
-        sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
-        sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
-        stats = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
-        n_series, n_samples, t_min, t_max, interval = stats
-        name = self._unique_name(con, name)
-        report = LoadReport(
-            file=src.display,
-            status="loaded",
-            dataset=name,
-            dataset_id=dataset_id,
-            format=staged.format,
-            gzip=staged.gzip,
-            series=n_series,
-            samples=n_samples,
-            start=_iso(t_min),
-            end=_iso(t_max),
-            scrape_interval_s=interval,
-            time_source=staged.time_source,
-            notes=list(staged.notes),
-        )
-        from app.summary import describe_dataset  # the per-dataset signal/path/health summary
-
-        describe_dataset(con, dataset_id, report)
-        con.execute(
-            "insert into datasets values ($id, $name, $digest, $source, $format, $engine, $time_source, "
-            "$loaded_at, $n_series, $n_samples, $t_min, $t_max, $interval, $summary)",
-            {
-                "id": dataset_id,
-                "name": name,
-                "digest": digest,
-                "source": src.display,
-                "format": staged.format,
-                "engine": report.engine,
-                "time_source": staged.time_source,
-                "loaded_at": datetime.now(UTC).replace(tzinfo=None),
-                "n_series": n_series,
-                "n_samples": n_samples,
-                "t_min": t_min,
-                "t_max": t_max,
-                "interval": interval,
-                "summary": json.dumps(report.as_json()),
-            },
-        )
-        return report
-
-    def _commit_records(self, con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Source, digest: str,
-                        name: str) -> LoadReport:
-        n, t_min, t_max = con.execute(
-            "select count(*), min(coalesce(arrival, first_token)), max(coalesce(finish, first_token)) "
-            "from stage_records").fetchone()
-        if n == 0:
-            raise IngestError(src.display, "no per-request records found")
-        dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
-        con.execute("insert into request_records select $id, * from stage_records", {"id": dataset_id})
-        name = self._unique_name(con, name)
-        paths = [r[0] for r in con.execute("select distinct path from stage_records order by 1").fetchall()]
-        failed = con.execute("select count(*) from stage_records where finished_reason in ('abort', 'error')"
-                             ).fetchone()[0]
-        report = LoadReport(file=src.display, status="loaded", dataset=name, dataset_id=dataset_id, format=kind,
-                            gzip=src.gzip, samples=int(n), start=_iso(t_min), end=_iso(t_max),
-                            time_source="samples", signals=["per-request records"], paths=paths,
-                            notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
-        con.execute(
-            "insert into datasets values ($id, $name, $digest, $source, $format, null, 'samples', $loaded_at, "
-            "0, $n, $t_min, $t_max, null, $summary)",
-            {"id": dataset_id, "name": name, "digest": digest, "source": src.display, "format": kind,
-             "loaded_at": datetime.now(UTC).replace(tzinfo=None), "n": int(n), "t_min": t_min, "t_max": t_max,
-             "summary": json.dumps(report.as_json())})
-        return report
-
     # -- reading -------------------------------------------------------------------------------
     def datasets(self):
         return self.cursor().execute(
@@ -314,13 +134,16 @@ class Workspace:
     def dataset_ids(self) -> list[int]:
         return [r[0] for r in self._read("select dataset_id from datasets order by 1")]
 
+    def dataset_summary(self, digest: str) -> dict[str, Any] | None:
+        """The stored load report of the dataset whose content has this digest (None: not loaded)."""
+        row = next(iter(self._read("select summary from datasets where digest = $d", {"d": digest})), None)
+        return json.loads(row[0]) if row else None
+
     def delete_dataset(self, dataset_id: int) -> None:
         with self.transaction() as con:
             con.execute("delete from samples where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from families where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from request_records where dataset_id = $id", {"id": dataset_id})
-            from app.cube import drop_cubes_for
-
             drop_cubes_for(con, dataset_id)
             con.execute("delete from datasets where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from series where series_id not in (select distinct series_id from samples)")
@@ -351,8 +174,6 @@ class Workspace:
 
     def set_paths(self, labels: Sequence[str], rules: Sequence[tuple[str, str]] = ()) -> None:
         """Store the path mapping: the labels that name a path and regex rules renaming their values."""
-        import re
-
         for pattern, _ in rules:
             re.compile(pattern)  # a bad rule is refused before it is stored
         with self.transaction() as con:
@@ -364,13 +185,17 @@ class Workspace:
                 con.execute("insert into path_rules values ($i, $p, $n)", {"i": i, "p": pattern, "n": path})
 
 
+def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
+    """Forget the cached cubes that include a dataset (its delete; a benchmark's rebuild)."""
+    cubes = "select cube_id from cube_index where list_contains(cast(spec->'datasets' as integer[]), $id)"
+    for table in CUBE_TABLES:
+        con.execute(f"delete from {table} where cube_id in ({cubes})", {"id": dataset_id})
+    con.execute(f"delete from cube_index where cube_id in ({cubes})", {"id": dataset_id})
+
+
 def path_mapping(cur: duckdb.DuckDBPyConnection) -> tuple[list[str], list[tuple[str, str]]]:
     """The stored path mapping read on ``cur`` (a load reads it inside its transaction): the labels
     whose values name a path (default ``model_name``) and the rules renaming them, in order."""
     row = cur.execute("select value from settings where key = 'path_labels'").fetchone()
     rules = [(p, q) for p, q in cur.execute("select pattern, path from path_rules order by position").fetchall()]
     return (list(json.loads(row[0])) if row else ["model_name"]), rules
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return ts.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z") if ts else None

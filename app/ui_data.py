@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from app import load
 from app import promise as pm
 from app.jsonable import jsonable
-from app.store import LoadReport, Workspace, data_dir
+from app.load import LoadReport
+from app.store import Workspace, data_dir
 
 SAMPLE_EXPORT = "sample/metrics.parquet"
 SAMPLE_ENV = "HEADROOM_SAMPLE"  # another export to open an empty workspace on (tests use a 1-hour slice)
@@ -57,7 +59,7 @@ def ensure_sample_loaded(ws: Workspace) -> LoadReport | None:
     path = sample_path()
     if ws.dataset_ids() or not path.is_file():
         return None
-    return ws.load_file(path, name="bundled sample", display=f"bundled sample ({path.name})")
+    return load.load_file(ws, path, name="bundled sample", display=f"bundled sample ({path.name})")
 
 
 def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
@@ -67,7 +69,7 @@ def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
         for up in uploads:
             path = Path(tmp) / Path(up.name).name
             path.write_bytes(up.getvalue())
-            reports.append(ws.load_file(path, name=up.name, display=up.name))
+            reports.append(load.load_file(ws, path, name=up.name, display=up.name))
     return reports
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from app.load import load_frame
 from app.store import Workspace
 
 # real /metrics captures from public repositories, copied unchanged (see their SOURCES.md)
@@ -26,7 +27,7 @@ def ts(seconds: float) -> datetime:
 
 
 def samples(metric: str, labels: dict[str, str], points: Sequence[tuple[float, float]]) -> list[dict]:
-    """Rows for ``Workspace.load_frame``: ``points`` are (seconds after T0, value)."""
+    """Rows for ``app.load.load_frame``: ``points`` are (seconds after T0, value)."""
     return [{"metric": metric, "labels": dict(labels), "ts": T0 + t, "value": float(v)} for t, v in points]
 
 
@@ -50,6 +51,6 @@ def ws() -> Iterator[Workspace]:
 
 
 def load(ws: Workspace, rows: list[dict], name: str = "fixture") -> int:
-    report = ws.load_frame(pd.DataFrame(rows), name)
+    report = load_frame(ws, pd.DataFrame(rows), name)
     assert report.status == "loaded", report.errors
     return report.dataset_id

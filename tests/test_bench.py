@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import cli
+from app import cli, load
 from app.bench import data, promql, render
 from app.bench.reference import compare, pandas_cube
 from app.cube import cube_frame, ensure_cube
@@ -26,7 +26,7 @@ REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "python_engi
 def _cube(files: list[str], window_s: int = 300) -> pd.DataFrame:
     with Workspace(":memory:") as ws:
         for f in files:
-            assert ws.load_file(Path(f)).status == "loaded"
+            assert load.load_file(ws, Path(f)).status == "loaded"
         return cube_frame(ws, ensure_cube(ws, None, window_s, ["model_name"]))
 
 
@@ -88,7 +88,7 @@ def test_overlapping_exports_are_deduplicated(fleet: data.FleetInfo, whole: str)
 def test_text_exposition_round_trip(whole: str, tmp_path: Path) -> None:
     info = data.write_exposition(whole, tmp_path / "m.prom")
     with Workspace(":memory:") as ws:
-        report = ws.load_file(Path(info.path))
+        report = load.load_file(ws, Path(info.path))
         assert (report.status, report.format, report.samples) == ("loaded", "prometheus-text", info.samples)
         text_cube = cube_frame(ws, ensure_cube(ws, None, 300, ["model_name"]))
     assert compare(text_cube, _cube([whole])) is None
@@ -159,7 +159,7 @@ def _windows_both_ways(ws: Workspace, window_s: int) -> tuple[pd.DataFrame, pd.D
 @pytest.mark.parametrize("window_s", [60, 420, 3600, 86400])
 def test_single_sort_query_equals_its_former_formulation(whole: str, window_s: int) -> None:
     with Workspace(":memory:") as ws:
-        assert ws.load_file(Path(whole)).status == "loaded"
+        assert load.load_file(ws, Path(whole)).status == "loaded"
         new, old = _windows_both_ways(ws, window_s)
     pd.testing.assert_frame_equal(new, old, check_exact=True)
 
@@ -167,7 +167,8 @@ def test_single_sort_query_equals_its_former_formulation(whole: str, window_s: i
 def test_edge_cases_equal_the_former_formulation(tmp_path: Path) -> None:
     """Duplicates within and across exports, NaN and Inf, a series created part-way, a single-scrape
     replica, a joint histogram reset, samples before the window origin (2000-01-03)."""
-    from tests.conftest import T0, histogram, load, samples
+    from tests.conftest import T0, histogram, samples
+    from tests.conftest import load as load_rows
 
     v1 = {"engine": "0", "instance": "a:8000", "model_name": "chat"}
     rows = samples("vllm:prompt_tokens_total", v1, [(0, 5), (15, 9), (30, 9), (45, 2), (60, 7), (75, 30)])
@@ -187,10 +188,10 @@ def test_edge_cases_equal_the_former_formulation(tmp_path: Path) -> None:
     rows += samples("vllm:num_preemptions_total", {**v1, "instance": "old:8000"},
                     [(before_origin + 15 * k, v) for k, v in enumerate([1, 2, 0, 3, 5, 5, 1, 9])])
     with Workspace(":memory:") as ws:
-        load(ws, rows, "a")
-        assert ws.load_file(text).status == "loaded"
+        load_rows(ws, rows, "a")
+        assert load.load_file(ws, text).status == "loaded"
         # an overlapping export: two samples again, one with another value (the higher one counts)
-        load(ws, samples("vllm:prompt_tokens_total", v1, [(30, 9), (45, 4)]), "b")
+        load_rows(ws, samples("vllm:prompt_tokens_total", v1, [(30, 9), (45, 4)]), "b")
         for window_s in (60, 300):
             new, old = _windows_both_ways(ws, window_s)
             pd.testing.assert_frame_equal(new, old, check_exact=True)
@@ -231,7 +232,7 @@ def test_streaming_pass_equals_the_sort(fleet: data.FleetInfo, whole: str, tmp_p
         frame.to_parquet(files[0], index=False)
     with Workspace(":memory:") as ws:
         for f in files:
-            assert ws.load_file(Path(f)).status == "loaded"
+            assert load.load_file(ws, Path(f)).status == "loaded"
         for window_s in (60, 300):
             disjoint, built, by_sort = _windows_presorted_and_sorted(ws, window_s)
             assert disjoint == (order != "shuffled rows")
@@ -241,7 +242,7 @@ def test_streaming_pass_equals_the_sort(fleet: data.FleetInfo, whole: str, tmp_p
 def test_overlapping_runs_fall_back_to_the_sort(fleet: data.FleetInfo, whole: str) -> None:
     with Workspace(":memory:") as ws:
         for f in (whole, fleet.paths[1]):  # the middle export twice: its series' runs overlap
-            assert ws.load_file(Path(f)).status == "loaded"
+            assert load.load_file(ws, Path(f)).status == "loaded"
         disjoint, built, by_sort = _windows_presorted_and_sorted(ws, 300)
     assert not disjoint
     assert len(built) == len(by_sort)

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cube import cube_frame, ensure_cube, parse_window
+from app.load import load_file, load_frame
 from app.store import Workspace
 from tests.conftest import histogram, load, samples, ts
 
@@ -129,7 +130,7 @@ def test_first_sample_counts_when_created_after_the_replica_started(ws: Workspac
 def test_single_snapshot_is_the_increase_since_start(ws: Workspace) -> None:
     rows = histogram(TTFT, V1, ["0.5", "+Inf"], [(30, [7, 9], 3.5)])
     rows += samples("process_start_time_seconds", {"instance": "10.0.0.1:8000"}, [(30, ts(-3600).timestamp())])
-    report = ws.load_frame(pd.DataFrame(rows), "snapshot")
+    report = load_frame(ws, pd.DataFrame(rows), "snapshot")
     assert report.snapshot
     assert any("since the server started" in n for n in report.notes)
     frame = cube(ws, 300)
@@ -197,7 +198,7 @@ def test_per_request_records_beside_the_metrics_do_not_change_the_cube(ws: Works
         "model_id": "chat", "num_prompts": 2, "completed": 2, "input_lens": [100, 100], "output_lens": [10, 20],
         "ttfts": [0.1, 0.2], "latencies": [0.5, 1.0], "itls": [[], []], "start_times": [0.0, 0.01],
         "errors": ["", ""]}))
-    records = ws.load_file(bench)
+    records = load_file(ws, bench)
     assert records.status == "loaded", records.errors
     # the records add no samples: the same cube, found, not built again under another key
     assert ensure_cube(ws, [metrics, records.dataset_id], 300) == kept

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from app import export_formats as ef
+from app import load
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
 
@@ -61,7 +62,7 @@ FRAME = vllm_frame()
 
 def cube_of(paths: list[Path]) -> pd.DataFrame:
     with Workspace(":memory:") as ws:
-        reports = ws.load_files(paths)
+        reports = load.load_files(ws, paths)
         assert all(r.status == "loaded" for r in reports), [r.errors for r in reports]
         return cube_frame(ws, ensure_cube(ws, window_s=300))
 
@@ -69,7 +70,7 @@ def cube_of(paths: list[Path]) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def reference_cube() -> pd.DataFrame:
     with Workspace(":memory:") as ws:
-        report = ws.load_frame(FRAME, "frame")
+        report = load.load_frame(ws, FRAME, "frame")
         assert report.status == "loaded" and report.engine == "vllm-v1"
         cube = cube_frame(ws, ensure_cube(ws, window_s=300))
     # the cube must hold what the test is about: both paths, the histogram, the reset
@@ -129,7 +130,7 @@ def test_snapshot_dir_takes_times_from_file_names(tmp_path: Path) -> None:
     paths = ef.write_snapshot_dir(FRAME, tmp_path / "scrapes")
     assert len(paths) == SCRAPES
     with Workspace(":memory:") as ws:
-        first = ws.load_file(paths[0])
+        first = load.load_file(ws, paths[0])
         assert first.time_source == "filename"
         assert first.start == "2026-11-29T10:00:00Z" and first.snapshot
         assert "no sample timestamps: time 2026-11-29T10:00:00Z taken from the file name" in first.notes
@@ -138,7 +139,7 @@ def test_snapshot_dir_takes_times_from_file_names(tmp_path: Path) -> None:
 def test_gzip_is_reported_and_read_by_content(tmp_path: Path) -> None:
     path = ef.gzip_file(ef.write_prometheus_text(FRAME, tmp_path / "a.prom"), tmp_path / "metrics.bin")
     with Workspace(":memory:") as ws:
-        report = ws.load_file(path)
+        report = load.load_file(ws, path)
     assert (report.status, report.format, report.gzip) == ("loaded", "prometheus-text", True)
     assert report.samples == len(FRAME)
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from app import export_formats as ef
+from app import load
 from app.ingest import open_source
 from app.ingest.base import IngestError
 from app.ingest.detect import detect
@@ -50,7 +51,7 @@ def test_detected_from_content_whatever_the_name(tmp_path: Path, index: int, mis
     renamed = path.rename(tmp_path / "metrics.parquet.json.prom")
     assert detected(renamed) == fmt
     with Workspace(":memory:") as ws:
-        report = ws.load_file(renamed)
+        report = load.load_file(ws, renamed)
     assert (report.status, report.format, report.samples) == ("loaded", fmt, 2)
 
 
@@ -59,7 +60,7 @@ def test_gzip_detected_by_magic_bytes_and_content(tmp_path: Path) -> None:
     packed = ef.gzip_file(inner, tmp_path / "export.prom")  # gzip named .prom
     assert detected(packed) == "victoriametrics-jsonl"
     with Workspace(":memory:") as ws:
-        report = ws.load_file(packed)
+        report = load.load_file(ws, packed)
     assert (report.status, report.format, report.gzip) == ("loaded", "victoriametrics-jsonl", True)
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from app import load
 from app.store import Workspace
 
 HEADER = "# HELP x a gauge\n\n# TYPE x gauge\n\n# just a comment\n"  # 5 lines before the samples
@@ -17,7 +18,7 @@ HEADER = "# HELP x a gauge\n\n# TYPE x gauge\n\n# just a comment\n"  # 5 lines b
 
 def load_error(path: Path) -> str:
     with Workspace(":memory:") as ws:
-        report = ws.load_file(path, display=path.name)
+        report = load.load_file(ws, path, display=path.name)
     assert report.status == "failed", report
     assert len(report.errors) == 1
     return report.errors[0]
@@ -219,7 +220,7 @@ def test_good_files_still_load_beside_bad_ones(tmp_path: Path) -> None:
     good_csv = tmp_path / "good.csv"
     good_csv.write_text("timestamp,metric,model_name,value\n2026-11-29T10:00:00Z,vllm:num_requests_waiting,m,2\n")
     with Workspace(":memory:") as ws:
-        reports = ws.load_files([good, bad, good_csv, tmp_path / "missing.prom"])
+        reports = load.load_files(ws, [good, bad, good_csv, tmp_path / "missing.prom"])
         assert [r.status for r in reports] == ["loaded", "failed", "loaded", "failed"]
         assert reports[1].errors == [f"{bad}: line 2: value 'oops' is not a number: 'y oops'"]
         datasets = ws.datasets()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from app import load
 from app.ingest import open_source, stage
 from app.ingest.base import Staged
 from app.store import Workspace
@@ -146,6 +147,6 @@ def test_aiperf_counters_with_and_without_total_give_the_same_signal(tmp_path: P
         path.write_text("".join(aiperf_line(T + 15 * i, {name: [{"labels": labels, "value": 100.0 * i}]})
                                 for i in range(3)))
         with Workspace(":memory:") as ws:
-            report = ws.load_file(path)
+            report = load.load_file(ws, path)
         assert report.status == "loaded" and report.engine == "vllm-v1"
         assert report.signals == ["prompt_tokens_total"]

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from app import load
 from app.ingest import open_source, stage
 from app.ingest.base import IngestError, Staged
 
@@ -135,7 +136,7 @@ def test_same_series_in_label_columns_and_json_is_one_series(tmp_path: Path) -> 
         f"{T + 15},vllm:num_requests_running,,m,2\n"
     )
     with Workspace(":memory:") as ws:
-        report = ws.load_file(path)
+        report = load.load_file(ws, path)
     assert (report.status, report.series, report.samples) == ("loaded", 1, 2)
     assert report.start == datetime.fromtimestamp(T, UTC).isoformat().replace("+00:00", "Z")
 
@@ -182,12 +183,12 @@ def test_parquet_and_csv_files_in_turn_on_one_workspace(tmp_path: Path) -> None:
     csv = tmp_path / "c.csv"
     csv.write_text(f"ts,metric,value\n{T},c,3\n{T + 15},c,4\n{T + 30},c,5\n")
     with Workspace(":memory:") as ws:
-        reports = ws.load_files([bad, good, csv, bad, tmp_path / "again.parquet"])
+        reports = load.load_files(ws, [bad, good, csv, bad, tmp_path / "again.parquet"])
         statuses = [r.status for r in reports]
         assert statuses == ["failed", "loaded", "loaded", "failed", "failed"]
         assert reports[0].errors == [f"{bad}: row 2: value 'x' is not a number"]
         good.rename(tmp_path / "again.parquet")
-        assert ws.load_file(tmp_path / "again.parquet").status == "unchanged"  # the same content
+        assert load.load_file(ws, tmp_path / "again.parquet").status == "unchanged"  # the same content
         got = ws.con.execute("select s.metric, count(*), sum(p.value) from samples p join series s using (series_id) "
                              "group by s.metric order by 1").fetchall()
     assert got == [("c", 3, 12.0), ("p", 2, 3.0)]
@@ -226,7 +227,7 @@ def test_csv_line_numbers_deep_in_a_large_file(tmp_path: Path, excel_line: bool)
     path.write_text(head + "\n".join(rows) + "\n")
     first = 3 if excel_line else 2  # the line of rows[0]
     with Workspace(":memory:") as ws:
-        report = ws.load_file(path, display="big.csv")
+        report = load.load_file(ws, path, display="big.csv")
     assert report.errors == [f"big.csv: line {first + 250_000}: value 'oops' is not a number"]
     rows[250_000] = f"{T + 15 * 250_000},a,250000"
     path.write_text(head + "\n".join(rows) + "\n")

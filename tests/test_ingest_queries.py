@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app import sql
+from app import load, sql
 from app.store import Workspace
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "queries"
@@ -25,7 +25,7 @@ def staged_ws() -> Iterator[Workspace]:
     files = sorted(FIXTURES.glob("ingest__*"))
     assert {f.suffix for f in files} >= {".prom", ".json", ".jsonl", ".csv"}
     for path in files:
-        report = ws.load_file(path)
+        report = load.load_file(ws, path)
         assert report.status == "loaded", report.errors
     yield ws
     ws.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.ingest.snapshot_time import parse_time_text, time_from_name
+from app.load import load_file, load_files
 from app.store import Workspace
 
 SNAPSHOT = '# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\n' \
@@ -49,7 +50,7 @@ def test_time_text(text: str, expected: datetime | None) -> None:
 
 def load(path: Path):
     with Workspace(":memory:") as ws:
-        report = ws.load_file(path)
+        report = load_file(ws, path)
         times = [r[0] for r in ws.con.execute("select distinct ts from samples order by 1").fetchall()]
     return report, times
 
@@ -120,7 +121,7 @@ def test_directory_of_snapshots_merges_series_across_datasets(tmp_path: Path) ->
         p.write_text(SNAPSHOT.format(v=i))
         paths.append(p)
     with Workspace(":memory:") as ws:
-        reports = ws.load_files(paths)
+        reports = load_files(ws, paths)
         assert [r.time_source for r in reports] == ["filename"] * 3
         n_series, n_samples = ws.con.execute("select count(distinct series_id), count(*) from samples").fetchone()
     assert (n_series, n_samples) == (1, 3)

@@ -40,6 +40,7 @@ import pandas as pd
 import pytest
 
 from app import export_formats as ef
+from app import load
 from app.cube import cube_frame, ensure_cube
 from app.promise import Promise, shares
 from app.simulator import simulate_day
@@ -194,7 +195,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     try:
         with urllib.request.urlopen(url + "/api/v1/status/buildinfo", timeout=10) as resp:
             version = json.load(resp)["data"]["version"]
-        loaded = ws.load_frame(frame, "fleet")
+        loaded = load.load_frame(ws, frame, "fleet")
         assert loaded.status == "loaded", loaded.errors
         yield Fleet(url=url, semantics=Semantics.for_version(version), points=dict(points),
                     resets=_headroom_resets(points), ws=ws, dataset_id=loaded.dataset_id, openmetrics=om)

@@ -320,9 +320,3 @@ def test_a_bucket_layout_changed_part_way_reads_each_windows_own_bounds(ws: Work
     assert not whole.ttft_exact
     # thresholds on a bound of both layouts are exact over the range too
     assert bool(shares(ws, cube_id, [Promise(ttft_s=0.5)], start, end).iloc[0].ttft_exact)
-    # a cube stored before the per-window lists existed gets them when next asked for
-    for table in ("cube_window_histograms", "cube_bucket_layouts"):
-        ws.con.execute(f"delete from {table}")
-    assert ensure_cube(ws, None, 60, None) == cube_id
-    assert ws.con.execute("select count(*) from cube_bucket_layouts").fetchall()[0][0] == 2
-    assert shares(ws, cube_id, [Promise(ttft_s=0.3)], start, end, by_window=True).equals(frame)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from app import cli
+from app import cli, load
 from app.economics import scenarios
 from app.economics.executors import LocalProcesses
 from app.economics.ray_executor import INSTALL_HINT, RayCluster
@@ -136,7 +136,7 @@ def _rows(predictions: list[scenarios.Prediction]) -> list[str]:
 @pytest.mark.slow
 def test_the_grid_on_ray_equals_the_local_pool_seed_for_seed(ray_head: RayHead, export: Path) -> None:
     with Workspace(":memory:") as ws:
-        report = ws.load_file(export)
+        report = load.load_file(ws, export)
         analysis = scenarios.analyse(ws, [report.dataset_id], PROMISES, ws.path_labels())
     t0 = time.perf_counter()
     local = scenarios.grid(analysis, REPLICAS, TRAFFIC, seeds=SEEDS, executor=LocalProcesses(2))

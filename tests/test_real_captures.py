@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app import load
 from app.store import Workspace
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # copied unchanged, see SOURCES.md
@@ -56,7 +57,7 @@ def test_capture_loads_with_engine_and_signals(name: str, tmp_path: Path) -> Non
     path = shutil.copy(REAL / name, tmp_path / name)
     engine, signals = EXPECTED[name]
     with Workspace(":memory:") as ws:
-        report = ws.load_file(Path(path))
+        report = load.load_file(ws, Path(path))
     assert report.status == "loaded", report.errors
     assert report.format == "prometheus-text"
     assert report.engine == engine
@@ -71,7 +72,7 @@ def test_opt125m_capture_values(tmp_path: Path) -> None:
     """Spot-check parsed values against the file: one TTFT request, process start 2024-06-11."""
     path = shutil.copy(REAL / "vllm-v0-opt125m-datadog.prom", tmp_path / "capture.prom")
     with Workspace(":memory:") as ws:
-        report = ws.load_file(Path(path))
+        report = load.load_file(ws, Path(path))
         rows = dict(ws.con.execute(
             "select s.metric || coalesce('{le=' || (s.labels['le']) || '}', ''), p.value from samples p "
             "join series s using (series_id) where s.family = 'vllm:time_to_first_token_seconds'").fetchall())
@@ -84,6 +85,6 @@ def test_opt125m_capture_values(tmp_path: Path) -> None:
 def test_abbreviated_docs_excerpt_skips_ellipsis_lines_with_a_note(tmp_path: Path) -> None:
     path = shutil.copy(REAL / "vllm-docs-design-metrics-excerpt.prom", tmp_path / "excerpt.prom")
     with Workspace(":memory:") as ws:
-        report = ws.load_file(Path(path))
+        report = load.load_file(ws, Path(path))
     assert "skipped 3 line(s) holding only `...` (an abbreviated paste): line(s) 4, 8, 14" in report.notes
     assert report.paths == ["meta-llama/Llama-3.1-8B-Instruct"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import report
+from app import load, report
 from app.cube import ensure_cube
 from app.promise import Promise
 from app.records import exact_joint_shares
@@ -60,8 +60,8 @@ def test_histogram_intervals_contain_the_exact_shares(tmp_path: Path) -> None:
     bench = tmp_path / "bench.json"
     _vllm_bench_json(reqs, bench)
     with Workspace(":memory:") as ws:
-        hist = ws.load_frame(pd.DataFrame(rows), "histograms")
-        rec = ws.load_file(bench)
+        hist = load.load_frame(ws, pd.DataFrame(rows), "histograms")
+        rec = load.load_file(ws, bench)
         assert rec.status == "loaded" and rec.format == "vllm-bench-json" and rec.samples == 3000
         ids = [hist.dataset_id, rec.dataset_id]
         cube_id = ensure_cube(ws, ids, 300, None)
@@ -86,7 +86,7 @@ def test_failed_records_count_when_included(tmp_path: Path) -> None:
     bench = tmp_path / "bench.json"
     _vllm_bench_json(reqs, bench)
     with Workspace(":memory:") as ws:
-        rid = ws.load_file(bench).dataset_id
+        rid = load.load_file(ws, bench).dataset_id
         p = [Promise(ttft_s=100.0, tpot_s=100.0)]
         failed = sum(r["fail"] for r in reqs) / len(reqs)
         assert exact_joint_shares(ws, [rid], p, None, None, include_failed=True) == {"chat": pytest.approx(failed)}
@@ -116,8 +116,8 @@ def test_aiperf_and_genai_perf_records(tmp_path: Path) -> None:
             {"timestamp": base + 10**9, "response_timestamps": [base + 10**9 + 700_000_000, base + 10**9 + 800_000_000]},
         ]}]}))
     with Workspace(":memory:") as ws:
-        a = ws.load_file(aiperf)
-        g = ws.load_file(genai)
+        a = load.load_file(ws, aiperf)
+        g = load.load_file(ws, genai)
         assert (a.format, a.samples, a.paths) == ("aiperf-profile-jsonl", 4, ["aiperf"])
         assert (g.format, g.samples) == ("genai-perf-json", 2)
         p = [Promise(ttft_s=0.5, tpot_s=0.05)]
@@ -133,6 +133,6 @@ def test_vllm_bench_without_details_is_a_clear_error(tmp_path: Path) -> None:
     f.write_text(json.dumps({"date": "20261129-101500", "endpoint_type": "vllm", "backend": "vllm",
                              "num_prompts": 2, "mean_ttft_ms": 85.1}))
     with Workspace(":memory:") as ws:
-        r = ws.load_file(f)
+        r = load.load_file(ws, f)
     assert r.status == "failed"
     assert "--save-detailed" in r.errors[0] and f.name in r.errors[0]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import report
+from app import load, report
 from app.cli import main
 from app.cube import ensure_cube
 from app.promise import Promise
@@ -62,7 +62,7 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Export:
     write_records_parquet(sim.records, out / "requests.parquet")
     db = out / "workspace.duckdb"
     with Workspace(db) as ws:
-        m, r = ws.load_file(out / "metrics.parquet"), ws.load_file(out / "requests.parquet")
+        m, r = load.load_file(ws, out / "metrics.parquet"), load.load_file(ws, out / "requests.parquet")
         assert (m.status, m.engine, r.status, r.format) == ("loaded", "vllm-v1", "loaded", "simulator-records-parquet")
         assert r.samples == len(sim.records)
         ensure_cube(ws, [m.dataset_id, r.dataset_id], 300, ["model_name"])

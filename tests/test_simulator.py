@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from app import load
 from app.cube import cube_frame, ensure_cube
 from app.simulator import (
     Events,
@@ -267,7 +268,7 @@ def test_itl_telescopes_to_decode_time() -> None:
 def test_window_shares_from_the_cube_equal_true_shares(day) -> None:
     """Histogram-based breach shares per 5-min window (thresholds on bucket bounds) are exact."""
     ws = Workspace(":memory:")
-    report = ws.load_frame(day.metrics_frame, "sim")
+    report = load.load_frame(ws, day.metrics_frame, "sim")
     assert report.status == "loaded", report.errors
     assert report.engine == "vllm-v1" and set(SERVED) <= set(report.paths) and report.resets > 0
     cube = cube_frame(ws, ensure_cube(ws, window_s=300))

@@ -13,6 +13,7 @@ import pytest
 
 from app import sql
 from app.cube import ensure_cube
+from app.load import load_file
 from app.store import Workspace
 from tests.conftest import histogram, load, samples
 
@@ -45,7 +46,7 @@ def bound_ws() -> Iterator[Workspace]:
     # the readers' queries read the reader's TEMP tables: loading one small file of each format
     # leaves them behind on this connection
     for path in sorted(FILE_FIXTURES.glob("ingest__*")):
-        assert w.load_file(path).status == "loaded"
+        assert load_file(w, path).status == "loaded"
     cube_id = ensure_cube(w, [1], 60, None)
     # the replica-labelled series the capacity model's scrape intervals read
     sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app import load
 from app.economics import scenarios
 from app.economics.replay import (
     demand_requests,
@@ -83,7 +84,7 @@ def bundled() -> Analysis:
     what is compared here, not the fit), cut to its busiest 3 hours."""
     ws = Workspace(":memory:")
     try:
-        assert ws.load_file(SAMPLE).status == "loaded"
+        assert load.load_file(ws, SAMPLE).status == "loaded"
         analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], ["model_name"],
                                      calibrate=False)
     finally:

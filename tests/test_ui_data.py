@@ -10,8 +10,9 @@ import pytest
 
 from app import ui_data
 from app.cube import ensure_cube
+from app.load import LoadReport
 from app.promise import Promise, shares, time_range
-from app.store import LoadReport, Workspace
+from app.store import Workspace
 from tests.conftest import histogram, load, ts
 
 V1 = {"engine": "0", "instance": "10.0.0.1:8000", "model_name": "chat"}

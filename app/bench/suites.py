@@ -4,6 +4,7 @@ otherwise use in the same run, checks that the two give the same answer where th
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
@@ -12,10 +13,36 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
+import pandas as pd
+from prometheus_client.parser import text_string_to_metric_families
 
-from app.bench import data
+from app import ingest
+from app import promise as pm
+from app.bench import data, promql
 from app.bench.measure import Result, child, timed
+from app.bench.reference import compare
+from app.cube import store_rows
+from app.economics import decision, scenarios
+from app.economics.executors import default_workers
+from app.economics.money import Prices
+from app.economics.ray_executor import RayCluster
+from app.economics.replay import (
+    WARMUP_S,
+    demand_requests,
+    outcomes,
+    replay,
+    run_twin,
+    twin_config,
+    twin_max_model_len,
+)
+from app.load import load_file
+from app.promise import Promise
+from app.simulator import simulate_day
+from app.simulator.fleet import run_fleet
+from app.simulator.sample import write_metrics_parquet
+from app.store import Workspace
 
 Log = Callable[[str], None]
 WINDOW_S = 300
@@ -65,10 +92,6 @@ def _best(runs: list[float]) -> float:
 # -- text exposition -------------------------------------------------------------------------------
 def text_ingest(size: Size, workdir: Path, log: Log) -> list[Result]:
     """Headroom's DuckDB text parser against prometheus_client's, on the same file; same samples."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from app import ingest
-    from app.store import Workspace
 
     shape = data.FleetShape()
     fleet = data.write_fleet_parquet(workdir / "text-src", size.text_lines, seed=11, shape=shape, stem="text")
@@ -95,7 +118,7 @@ def text_ingest(size: Size, workdir: Path, log: Log) -> list[Result]:
     load_runs = []
     for _ in range(size.repeat):
         with Workspace(":memory:") as w:
-            r, report = timed(lambda w=w: w.load_file(path))
+            r, report = timed(lambda w=w: load_file(w, path))
             load_runs += r
     log(f"  headroom parse best {_best(runs):.2f} s")
 
@@ -163,8 +186,6 @@ def _same_samples(a: tuple, b: tuple) -> tuple[bool, str]:
 # -- cube builds -------------------------------------------------------------------------------------
 def _bare_scan(files: list[str], repeat: int) -> list[float]:
     """The floor: ``select count(*), sum(value)`` over the same Parquet files, fresh connection."""
-    import duckdb
-
     runs = []
     for _ in range(repeat):
         con = duckdb.connect()
@@ -178,8 +199,6 @@ def _bare_scan(files: list[str], repeat: int) -> list[float]:
 def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> list[Result]:
     """Parquet -> workspace -> cube at each size, against the bare scan; pandas (and Prometheus) at one
     size, with the cubes asserted equal to pandas'; the growth exponent of the cube build."""
-    from app.bench.reference import compare
-
     results: list[Result] = []
     cube_times: dict[int, float] = {}
     load_times: dict[int, float] = {}
@@ -246,8 +265,6 @@ def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
 
 def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, workdir: Path, log: Log,
                     compare: Callable) -> Result:
-    import pandas as pd
-
     if len(fleet.paths) != 1:
         raise ValueError("the pandas reference reads one file")
     ref_dump = workdir / "cube-pandas.parquet"
@@ -273,8 +290,6 @@ def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, w
 
 
 def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: Log) -> list[Result]:
-    from app.bench import promql
-
     if not promql.available():
         log("  prometheus/promtool not found: the PromQL comparison is skipped")
         return []
@@ -305,12 +320,6 @@ def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: L
 # -- interaction -------------------------------------------------------------------------------------
 def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions: list[Any]) -> list[Result]:
     """A promise change and a price change on a many-day, many-path cube with its replays cached."""
-    from app import promise as pm
-    from app.cube import _DDL, store_rows  # the cube tables, stored as ensure_cube stores them
-    from app.economics import decision
-    from app.economics.money import Prices
-    from app.store import Workspace
-
     table = data.cube_rows(size.interaction_days, size.interaction_paths, WINDOW_S)
     # a workspace file, as the dashboard keeps (an in-memory DuckDB stores the cube uncompressed and
     # reads it slower)
@@ -320,13 +329,10 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
     ws = Workspace(str(db))
     try:
         ws.con.execute("set enable_progress_bar = false")
-        for ddl in _DDL:
-            ws.con.execute(ddl)
         ws.con.register("bench_cube", table)
         store_rows(ws.con, 1, "bench_cube")
         ws.con.unregister("bench_cube")
         spec = {"datasets": [], "window_s": WINDOW_S, "path_labels": ["model_name"], "rules": []}
-        import json
 
         ws.con.execute("insert into cube_index (cube_key, cube_id, spec) values ('bench', 1, $s)",
                        {"s": json.dumps(spec)})
@@ -414,24 +420,6 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
     10-scenario grid (sequential, as ``headroom scenarios`` runs it, and on every core); with
     ``ray_address``, the same grid on that Ray cluster too, against the local pool (the same
     predictions, or it raises)."""
-    from app.economics import scenarios
-    from app.economics.executors import default_workers
-    from app.economics.ray_executor import RayCluster
-    from app.economics.replay import (
-        WARMUP_S,
-        demand_requests,
-        outcomes,
-        replay,
-        run_twin,
-        twin_config,
-        twin_max_model_len,
-    )
-    from app.promise import Promise
-    from app.simulator import simulate_day
-    from app.simulator.fleet import run_fleet
-    from app.simulator.sample import write_metrics_parquet
-    from app.store import Workspace
-
     t0 = time.perf_counter()
     sim = simulate_day(seed=7, replicas=4, hours=size.replay_hours)
     parquet = workdir / "simulated-day.parquet"
@@ -441,7 +429,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
     ws = Workspace(str(workdir / "replay.duckdb"))
     try:
         ws.con.execute("set enable_progress_bar = false")
-        report = ws.load_file(parquet)
+        report = load_file(ws, parquet)
         if report.status != "loaded":
             raise RuntimeError(f"simulated day: {report.errors}")
         t0 = time.perf_counter()
@@ -538,8 +526,6 @@ def month_export(size: Size, workdir: Path, log: Log) -> tuple[Path, dict[str, A
     """The month benchmark's export (``headroom simulate --hours H --replicas R``, metrics only) in
     ``workdir``, generated in its own process, or found there from an earlier run with the same
     parameters; (its directory, how it was made: parameters, seconds, peak RSS, reused)."""
-    import json
-
     params = {"seed": MONTH_SEED, "hours": size.month_hours, "replicas": size.month_replicas}
     out = workdir / f"month-{size.month_hours:g}h-{size.month_replicas}r"
     made = out / "bench.json"

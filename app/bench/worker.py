@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app import load
 from app.bench.measure import peak_rss_mb
 
 PATH_LABELS = ["model_name"]
@@ -32,7 +33,7 @@ def _load(task: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         for path in task["files"]:
             t = time.perf_counter()
-            report = ws.load_file(Path(path))
+            report = load.load_file(ws, Path(path))
             if report.status != "loaded":
                 raise RuntimeError(f"{path}: {report.status} {report.errors}")
             per_file.append({"file": Path(path).name, "seconds": time.perf_counter() - t, "samples": report.samples})
@@ -43,8 +44,8 @@ def _load(task: dict[str, Any]) -> dict[str, Any]:
 def _cube(task: dict[str, Any]) -> dict[str, Any]:
     """The cube of every dataset as a user first asks for it (``first_seconds``: a lookup when the load
     kept it, one file's 5-minute cube) and, timed as ``seconds``, its build from scratch."""
-    from app.cube import cube_frame, drop_cubes_for, ensure_cube
-    from app.store import Workspace
+    from app.cube import cube_frame, ensure_cube
+    from app.store import Workspace, drop_cubes_for
 
     window_s = int(task["window_s"])
     with Workspace(task["db"]) as ws:
@@ -153,7 +154,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     with Workspace(str(db)) as ws:
         ws.con.execute("set enable_progress_bar = false")
         t0 = time.perf_counter()
-        report = ws.load_file(Path(task["metrics"]))
+        report = load.load_file(ws, Path(task["metrics"]))
         if report.status != "loaded":
             raise RuntimeError(f"{task['metrics']}: {report.status} {report.errors}")
         phase("load", time.perf_counter() - t0)

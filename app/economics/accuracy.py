@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from app import load
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
 from app.economics.executors import default_workers
@@ -53,6 +54,7 @@ from app.simulator import (
 from app.simulator.config import Restart, ScrapeGap
 from app.simulator.metrics import minimal_export
 from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
+from app.store import Workspace
 
 KINDS = ("full", "minimal")
 REL_GOAL, ABS_GOAL = 0.20, 0.005
@@ -208,11 +210,9 @@ def export(c: FleetCase, kind: str) -> pd.DataFrame:
 
 def fit(c: FleetCase, kind: str, seeds: int = 2) -> sc.Analysis:
     """The economics fitted on the export alone, with the operator's launch flags."""
-    from app.store import Workspace
-
     frame = export(c, kind)
     with Workspace(":memory:") as ws:
-        report = ws.load_frame(frame, f"{c.name}-{kind}")
+        report = load.load_frame(ws, frame, f"{c.name}-{kind}")
         if report.status != "loaded":
             raise RuntimeError(f"the simulated export did not load: {report.errors}")
         promises = [Promise(path=p, ttft_s=t, tpot_s=y) for p, (t, y) in c.promises.items()]

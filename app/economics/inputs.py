@@ -1,6 +1,25 @@
-"""Parsing of scenario inputs typed by people (shared by the CLI and the dashboard)."""
+"""The inputs of a scenario run and the run itself, one way for the CLI and the dashboard: the grid
+and prices as people type them, parsed; ``ScenarioInputs`` with its replay key, saved form and
+``run()`` (analyse → grid → cross-check → decision document)."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.cube import ensure_cube
+from app.economics import crosscheck, decision, scenarios
+from app.economics.capacity import Assumptions
+from app.economics.executors import Executor
+from app.economics.money import Prices
+from app.economics.scenarios import Analysis, Prediction
+from app.jsonable import jsonable
+from app.promise import Promise
+from app.store import Workspace
+
+Progress = Callable[[str], None]
 
 
 def parse_replicas(text: str) -> list[int]:
@@ -28,3 +47,161 @@ def parse_multipliers(text: str, what: str) -> list[float]:
     if not out or min(out) <= 0:
         raise ValueError(f"{what} {text!r}: multipliers must be > 0")
     return out
+
+
+def parse_breach_prices(items: Sequence[str]) -> dict[str, float]:
+    """``PATH=USD`` (or ``USD``: every path without its own) → {path or "*": USD}."""
+    out: dict[str, float] = {}
+    for item in items:
+        path, sep, usd = item.rpartition("=")
+        try:
+            out[path if sep else ANY_PATH] = float(usd)
+        except ValueError:
+            raise ValueError(f"breach price {item!r}: expected PATH=USD") from None
+    return out
+
+
+ANY_PATH = "*"  # a breach price for every path that has none of its own
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    """What a run of the scenarios produced: the fitted analysis, the predictions of every scenario,
+    and the priced decision document (``headroom scenarios --format json``)."""
+
+    analysis: Analysis
+    predictions: list[Prediction]
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScenarioInputs:
+    """Everything a run of the scenarios depends on, as the CLI and the dashboard take it.
+
+    The twin replays TTFT and TPOT only, so a promise here is a path's two thresholds (its target and
+    E2E/queue thresholds do not reach the replay or its observed comparison). Prices are not part of
+    :meth:`replay_key`: a price change re-prices cached predictions without a replay.
+    """
+
+    datasets: tuple[int, ...]
+    promises: tuple[Promise, ...]
+    path_labels: tuple[str, ...]
+    rules: tuple[tuple[str, str], ...] = ()
+    replicas: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
+    traffic: tuple[float, ...] = (1.0,)
+    context: tuple[float, ...] = (1.0,)
+    seeds: int = 1
+    assumptions: Assumptions = field(default_factory=Assumptions)
+    observed_replicas: int | None = None
+    calibrate: bool = True
+    prices: Prices = field(default_factory=lambda: Prices(replica_hour=0.0, breach={}))
+    split: str = "requests"
+
+    def __post_init__(self) -> None:
+        if not self.datasets:
+            raise ValueError("choose at least one dataset to replay")
+        if self.seeds < 1:
+            raise ValueError("seeds: at least 1")
+        if not self.promises:
+            raise ValueError("no promise: the scenarios need a TTFT/TPOT promise per path")
+        if not self.replicas or min(self.replicas) < 1:
+            raise ValueError("replicas: replica counts must be >= 1")
+        if min((*self.traffic, *self.context), default=0.0) <= 0 or not self.traffic or not self.context:
+            raise ValueError("traffic and context multipliers must be > 0")
+        if self.split not in ("requests", "equal"):
+            raise ValueError(f"cost split {self.split!r}: requests or equal")
+        # a promise here is what the twin replays: a path's TTFT and TPOT thresholds
+        object.__setattr__(self, "promises", tuple(
+            Promise(path=p.path, ttft_s=p.ttft_s, tpot_s=p.tpot_s) for p in self.promises))
+        object.__setattr__(self, "datasets", tuple(sorted(int(i) for i in self.datasets)))
+
+    # -- what it is ------------------------------------------------------------------------------
+    def replay_key(self) -> str:
+        """The canonical JSON of what the replays depend on (the cache key of analyses and scenarios)."""
+        return json.dumps({
+            "datasets": list(self.datasets), "path_labels": list(self.path_labels),
+            "rules": [list(r) for r in self.rules],
+            "promises": sorted([p.path, p.ttft_s, p.tpot_s] for p in self.promises),
+            "assumptions": self.assumptions.given(), "observed_replicas": self.observed_replicas,
+            "calibrate": self.calibrate, "seeds": self.seeds,
+        }, sort_keys=True)
+
+    @classmethod
+    def from_replay_key(cls, key: str) -> ScenarioInputs:
+        """The inputs of a replay key (prices and grid left at their defaults: the key holds neither)."""
+        spec = json.loads(key)
+        return cls(datasets=tuple(spec["datasets"]), path_labels=tuple(spec["path_labels"]),
+                   rules=tuple(tuple(r) for r in spec["rules"]),
+                   promises=tuple(Promise(path=p, ttft_s=t, tpot_s=u) for p, t, u in spec["promises"]),
+                   assumptions=Assumptions(**spec["assumptions"]), observed_replicas=spec["observed_replicas"],
+                   calibrate=spec["calibrate"], seeds=spec["seeds"])
+
+    def scenarios(self) -> list[tuple[int, float, float]]:
+        """(replicas, traffic, context) of every scenario, in the order :func:`scenarios.grid` runs them."""
+        return [(n, g, m) for g in self.traffic for m in self.context for n in self.replicas]
+
+    def prices_for(self, paths: Iterable[str]) -> Prices:
+        """The prices with one breach price per path (a ``*`` price fills the paths without their own)."""
+        star = self.prices.breach.get(ANY_PATH)
+        breach = {p: v for p, v in self.prices.breach.items() if p != ANY_PATH}
+        if star is not None:
+            breach = {p: breach.get(p, star) for p in paths} | breach
+        return Prices(self.prices.replica_hour, breach, self.prices.horizon_hours)
+
+    def saved(self, **extra: Any) -> dict[str, Any]:
+        """The inputs as a saved scenario set keeps them (``headroom saved``; ``extra``: e.g. the
+        dashboard's own form)."""
+        paths = [p.path for p in self.promises]
+        prices = self.prices_for(paths)
+        return jsonable({
+            "datasets": list(self.datasets), "path_labels": list(self.path_labels),
+            "promises": [p.as_param() for p in self.promises], "replicas": list(self.replicas),
+            "traffic": list(self.traffic), "context": list(self.context), "seeds": self.seeds,
+            "prices": {"replica_hour": prices.replica_hour, "breach": dict(prices.breach),
+                       "horizon_hours": prices.horizon_hours, "cost_split": self.split},
+            "assumptions": self.assumptions.as_dict(), **extra,
+        })
+
+    # -- the run, step by step (the dashboard caches each step) ------------------------------------
+    def analyse(self, ws: Workspace, progress: Progress | None = None) -> Analysis:
+        """Fit the replica model and the demand, calibrate and replay at the observed fleet size."""
+        return scenarios.analyse(ws, list(self.datasets), list(self.promises), list(self.path_labels),
+                                 self.assumptions, observed_replicas=self.observed_replicas,
+                                 calibrate=self.calibrate, seeds=self.seeds, progress=progress)
+
+    def predict(self, analysis: Analysis, replicas: int, traffic: float, context: float,
+                executor: Executor | None = None) -> list[Prediction]:
+        """The predictions of one scenario of the grid."""
+        return scenarios.predict(analysis, replicas, traffic, context, self.seeds, executor=executor)
+
+    def grid(self, analysis: Analysis, executor: Executor | None = None,
+             progress: Progress | None = None) -> list[Prediction]:
+        """The predictions of every scenario (on ``executor``: local processes by default, or Ray)."""
+        return scenarios.grid(analysis, list(self.replicas), list(self.traffic), list(self.context),
+                              seeds=self.seeds, progress=progress, executor=executor)
+
+    def cross_check(self, ws: Workspace, curve_cube: int | None = None) -> dict[str, Any]:
+        """The empirical load–response curve per path at every (N', traffic): queries, no replay
+        (on the datasets' 5-minute cube, or ``curve_cube`` when the caller holds it)."""
+        cube_id = curve_cube if curve_cube is not None else ensure_cube(
+            ws, list(self.datasets), crosscheck.CURVE_WINDOW_S, list(self.path_labels))
+        return crosscheck.load_response(ws, cube_id, list(self.promises), list(self.replicas), list(self.traffic))
+
+    def queueing(self, analysis: Analysis) -> dict[str, Any]:
+        """Kingman's terms and an Erlang-C curve beside the twin (no replay)."""
+        return crosscheck.queueing_view(analysis, list(self.replicas))
+
+    def document(self, analysis: Analysis, predictions: list[Prediction], cross_check: dict[str, Any] | None = None,
+                 queueing: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The priced decision document: arithmetic on the predictions, milliseconds."""
+        return jsonable(decision.document(analysis, predictions, self.prices_for(analysis.thresholds),
+                                          split=self.split, cross_check=cross_check, queueing=queueing))
+
+    def run(self, ws: Workspace, executor: Executor | None = None, progress: Progress | None = None) -> ScenarioRun:
+        """Analyse → grid → cross-check → decision document (what ``headroom scenarios`` runs)."""
+        say = progress or (lambda _msg: None)
+        say("fitting the replica model and the demand, replaying at the observed fleet size")
+        analysis = self.analyse(ws, progress)
+        predictions = self.grid(analysis, executor, progress)
+        doc = self.document(analysis, predictions, self.cross_check(ws), self.queueing(analysis))
+        return ScenarioRun(analysis, predictions, doc)

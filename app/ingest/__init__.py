@@ -15,7 +15,9 @@ from pathlib import Path
 
 import duckdb
 
+from app.ingest import aiperf, longform, promjson, promtool, text, vmjson
 from app.ingest.base import FORMATS, IngestError, Source, Staged
+from app.ingest.detect import detect
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -42,8 +44,6 @@ def open_source(path: Path, display: str | None = None) -> Iterator[Source]:
 
 
 def _readers() -> dict[str, Callable[[duckdb.DuckDBPyConnection, Source], Staged]]:
-    from app.ingest import aiperf, longform, promjson, promtool, text, vmjson
-
     return {
         "prometheus-text": text.read,
         "openmetrics": text.read,
@@ -58,8 +58,6 @@ def _readers() -> dict[str, Callable[[duckdb.DuckDBPyConnection, Source], Staged
 
 def stage(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Detect the format of ``src`` and create ``stage_keys``/``stage_points``/``stage_families``."""
-    from app.ingest.detect import detect
-
     fmt = detect(src)
     staged = _readers()[fmt](con, src)
     staged.gzip = src.gzip

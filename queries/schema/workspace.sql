@@ -81,3 +81,49 @@ create table if not exists request_records (
     output_tokens bigint,
     finished_reason varchar
 );
+
+-- cached cubes (app.cube): one cube per (datasets, window, path mapping), keyed by its spec's hash; a
+-- sequence gives its id, so an id is never reused after a delete and caches keyed by it stay right
+create sequence if not exists cube_ids start 1;
+
+create table if not exists cube_index (
+    cube_key varchar primary key,
+    cube_id integer not null,
+    spec json not null,
+    built_at timestamp not null default current_timestamp
+);
+
+-- the cube: one row per (window, path, signal, le, stat)
+create table if not exists cube_rows (
+    cube_id integer not null,
+    window_start timestamp not null,
+    path varchar not null,
+    signal varchar,
+    le double,
+    stat varchar not null,
+    value double
+);
+
+-- derived from cube_rows for promises: the bucket bounds of each (path, histogram signal) layout
+create table if not exists cube_bucket_layouts (
+    cube_id integer not null,
+    path varchar not null,
+    signal varchar not null,
+    layout_id integer not null,
+    les double[] not null
+);
+
+-- derived from cube_rows for promises: one row per (window, path) with each histogram's cumulative
+-- counts as a list in its layout's order
+create table if not exists cube_window_histograms (
+    cube_id integer not null,
+    window_start timestamp not null,
+    path varchar not null,
+    finished double,
+    failed double,
+    ttft_layout integer, ttft_counts double[], ttft_count double,
+    tpot_layout integer, tpot_counts double[], tpot_count double,
+    itl_layout integer, itl_counts double[], itl_count double,
+    e2e_layout integer, e2e_counts double[], e2e_count double,
+    queue_layout integer, queue_counts double[], queue_count double
+);

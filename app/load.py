@@ -1,0 +1,226 @@
+"""Loading: files, DataFrames and per-request records into the workspace, each as one dataset.
+
+A load is atomic (one transaction of the workspace) and idempotent (a file whose bytes were loaded
+before is reported ``unchanged``). Each file gets a ``LoadReport``: what was kept, how it was read,
+and the dataset's summary (engine, signals, paths, resets, repairs), read from the dataset's
+5-minute cube, which the load keeps as a cached cube.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from app import cube, ingest, records, sql
+from app.ingest.base import IngestError
+from app.ingest.frame import digest_frame, stage_frame
+from app.store import Workspace, path_mapping
+
+SUMMARY_WINDOW_S = 300
+
+
+@dataclass
+class LoadReport:
+    """What happened to one file of a load. Its ``as_json()`` is the stable JSON of ``headroom load``."""
+
+    file: str
+    status: str  # loaded | unchanged | failed
+    dataset: str | None = None
+    dataset_id: int | None = None
+    format: str | None = None
+    gzip: bool = False
+    engine: str | None = None
+    series: int = 0
+    samples: int = 0
+    start: str | None = None
+    end: str | None = None
+    scrape_interval_s: float | None = None
+    time_source: str | None = None
+    signals: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    unknown_metrics: list[str] = field(default_factory=list)
+    resets: int = 0
+    repairs: int = 0
+    snapshot: bool = False
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Stager = Callable[[duckdb.DuckDBPyConnection], Any]
+
+
+def load_files(ws: Workspace, paths: Iterable[str | Path], names: Sequence[str] | None = None) -> list[LoadReport]:
+    """Load each file as its own dataset; a failing file is reported and the others still load."""
+    reports = []
+    for i, p in enumerate(paths):
+        name = names[i] if names and i < len(names) else None
+        reports.append(load_file(ws, Path(p), name=name))
+    return reports
+
+
+def load_file(ws: Workspace, path: Path, name: str | None = None, display: str | None = None) -> LoadReport:
+    """Load one file (metrics in any supported format, or per-request records), gzip or not."""
+    display = display or str(path)
+    try:
+        digest = _digest(path)
+    except OSError as exc:
+        return LoadReport(file=display, status="failed", errors=[f"{display}: cannot read ({exc.strerror})"])
+    try:
+        with ingest.open_source(path, display=display) as src:
+            kind = records.sniff(src)
+            if kind:
+                return _load(ws, display, digest, name or path.name, lambda con: records.stage(con, src, kind),
+                             lambda con, _: _commit_records(con, kind, src, digest, name or path.name))
+            return _load(ws, display, digest, name or path.name, lambda con: ingest.stage(con, src),
+                         lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
+    except IngestError as exc:
+        return LoadReport(file=display, status="failed", errors=[str(exc)])
+
+
+def load_frame(ws: Workspace, frame: pd.DataFrame, name: str) -> LoadReport:
+    """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset."""
+    cur = ws.cursor()
+    try:
+        digest = digest_frame(cur, frame)
+    finally:
+        cur.close()
+    src = ingest.Source(path=Path(name), display=name, original=Path(name))
+    return _load(ws, name, digest, name, lambda con: stage_frame(con, frame),
+                 lambda con, staged: _commit_staged(con, staged, src, digest, name))
+
+
+def _load(ws: Workspace, display: str, digest: str, name: str, stager: Stager,
+          commit: Callable[[duckdb.DuckDBPyConnection, Any], LoadReport]) -> LoadReport:
+    existing = ws.dataset_summary(digest)
+    if existing:
+        report = LoadReport(**existing)
+        report.file, report.status = display, "unchanged"
+        return report
+    try:
+        with ws.transaction() as con:
+            return commit(con, stager(con))
+    except IngestError as exc:
+        return LoadReport(file=display, status="failed", errors=[str(exc)])
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0]
+        return LoadReport(file=display, status="failed", errors=[f"{display}: {first}"])
+
+
+def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: ingest.Source, digest: str,
+                   name: str) -> LoadReport:
+    n_points = con.execute("select count(*) from stage_points").fetchone()[0]
+    if n_points == 0:
+        raise IngestError(src.display, "no samples found")
+    con.execute("create or replace temp table stage_series as " + sql.get("ingest__staged_series").sql)
+    dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
+    sql.execute(con, "ingest__insert_series")
+    sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
+    sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
+    n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
+    report = LoadReport(
+        file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
+        format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=_iso(t_min),
+        end=_iso(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=list(staged.notes),
+    )
+    describe_dataset(con, dataset_id, report)
+    _insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,
+                    t_min=t_min, t_max=t_max, interval=interval)
+    return report
+
+
+def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Source, digest: str,
+                    name: str) -> LoadReport:
+    n, t_min, t_max = con.execute(
+        "select count(*), min(coalesce(arrival, first_token)), max(coalesce(finish, first_token)) "
+        "from stage_records").fetchone()
+    if n == 0:
+        raise IngestError(src.display, "no per-request records found")
+    dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
+    con.execute("insert into request_records select $id, * from stage_records", {"id": dataset_id})
+    paths = [r[0] for r in con.execute("select distinct path from stage_records order by 1").fetchall()]
+    failed = con.execute("select count(*) from stage_records where finished_reason in ('abort', 'error')"
+                         ).fetchone()[0]
+    report = LoadReport(file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
+                        format=kind, gzip=src.gzip, samples=int(n), start=_iso(t_min), end=_iso(t_max),
+                        time_source="samples", signals=["per-request records"], paths=paths,
+                        notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
+    _insert_dataset(con, report, digest, engine=None, n_series=0, n_samples=int(n), t_min=t_min, t_max=t_max,
+                    interval=None)
+    return report
+
+
+def _insert_dataset(con: duckdb.DuckDBPyConnection, report: LoadReport, digest: str, *, engine: str | None,
+                    n_series: int, n_samples: int, t_min: datetime | None, t_max: datetime | None,
+                    interval: float | None) -> None:
+    con.execute(
+        "insert into datasets values ($id, $name, $digest, $source, $format, $engine, $time_source, "
+        "$loaded_at, $n_series, $n_samples, $t_min, $t_max, $interval, $summary)",
+        {"id": report.dataset_id, "name": report.dataset, "digest": digest, "source": report.file,
+         "format": report.format, "engine": engine, "time_source": report.time_source,
+         "loaded_at": datetime.now(UTC).replace(tzinfo=None), "n_series": n_series, "n_samples": n_samples,
+         "t_min": t_min, "t_max": t_max, "interval": interval, "summary": json.dumps(report.as_json())})
+
+
+def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: LoadReport) -> None:
+    """Fill the engine/signal/path/health fields of ``report`` (inside the load's transaction).
+
+    The summary reads the dataset's 5-minute cube; it is kept as the cached cube of that spec, so the
+    first page or report on this dataset alone (the usual first look) does not build it again."""
+    path_labels, rules = path_mapping(con)
+    cube.build_into_temp(con, [dataset_id], SUMMARY_WINDOW_S, path_labels)
+    cube.keep_built(con, [dataset_id], SUMMARY_WINDOW_S, path_labels, rules)
+    engines = sql.rows(con, "summary__engines")
+    if engines:
+        report.engine = engines[0][0]
+        others = [e for e, _ in engines[1:]]
+        if others:
+            report.notes.append("also recognised: " + ", ".join(others))
+    report.signals = [r[0] for r in con.execute(
+        "select distinct signal from cube_series order by signal").fetchall()]
+    report.paths = [r[0] for r in con.execute(
+        "select path from cube_series group by path order by count(*) desc, path").fetchall()]
+    report.unknown_metrics = [r[0] for r in sql.rows(con, "summary__unknown_families", dataset_id=dataset_id)]
+    health = dict(con.execute(
+        "select stat, sum(value) from cube_new where stat in ('resets', 'repairs') group by stat").fetchall())
+    report.resets = int(health.get("resets", 0) or 0)
+    report.repairs = int(health.get("repairs", 0) or 0)
+    scrapes, started = sql.rows(con, "summary__snapshot", dataset_id=dataset_id)[0]
+    if scrapes == 1:
+        report.snapshot = True
+        since = f"the server started at {started.isoformat()}Z" if started else "the server started (start time not exported)"
+        report.notes.append(f"single snapshot: counters and histograms are increases since {since}")
+    if report.engine is None:
+        report.notes.append("no metric of a known engine was found; all metrics are kept and listed as unknown")
+
+
+def _unique_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    taken = {r[0] for r in con.execute("select name from datasets").fetchall()}
+    if name not in taken:
+        return name
+    i = 2
+    while f"{name} ({i})" in taken:
+        i += 1
+    return f"{name} ({i})"
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z") if ts else None

@@ -1,0 +1,85 @@
+"""Loading (``app.load``): one dataset per file, atomic and idempotent, with a summary read from the
+5-minute cube the load keeps."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from app.cube import cube_frame, ensure_cube
+from app.load import SUMMARY_WINDOW_S, load_file, load_files, load_frame
+from app.store import Workspace
+from tests.conftest import T0
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VLLM = FIXTURES / "real" / "vllm-v0-opt125m-datadog.prom"
+BENCH = FIXTURES / "queries" / "records__from_vllm_bench.json"
+
+
+def _tables(ws: Workspace) -> dict[str, int]:
+    return {t: ws.con.execute(f"select count(*) from {t}").fetchone()[0]
+            for t in ("datasets", "series", "samples", "families", "request_records", "cube_index", "cube_rows")}
+
+
+def test_a_capture_loads_with_its_summary_and_keeps_its_five_minute_cube(ws: Workspace) -> None:
+    report = load_file(ws, VLLM)
+    assert report.status == "loaded" and report.format == "prometheus-text"
+    assert report.engine is not None and report.engine.startswith("vllm")
+    assert report.series > 0 and report.samples == report.series  # a snapshot: one sample per series
+    assert report.snapshot and any("single snapshot" in n for n in report.notes)
+    assert "ttft" in report.signals and report.paths
+    kept = ws.con.execute("select cube_id, spec->>'window_s' from cube_index").fetchall()
+    assert [int(w) for _, w in kept] == [SUMMARY_WINDOW_S]
+    # the first cube asked for is the kept one, not a rebuild
+    assert ensure_cube(ws, [report.dataset_id], SUMMARY_WINDOW_S) == kept[0][0]
+    stored = ws.con.execute("select name, n_series, n_samples, engine from datasets").fetchall()
+    assert stored == [(report.dataset, report.series, report.samples, report.engine)]
+
+
+def test_the_same_bytes_again_are_unchanged_and_a_gzip_copy_too(ws: Workspace, tmp_path: Path) -> None:
+    first = load_file(ws, VLLM)
+    before = _tables(ws)
+    again = load_file(ws, VLLM, display="again.prom")
+    assert again.status == "unchanged" and again.file == "again.prom"
+    assert again.dataset_id == first.dataset_id and again.samples == first.samples
+    assert _tables(ws) == before
+    packed = tmp_path / "vllm.prom.gz"
+    with VLLM.open("rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    other = load_file(ws, packed)  # other bytes: a dataset of its own, same series
+    assert other.status == "loaded" and other.gzip and other.dataset != first.dataset
+    assert _tables(ws)["series"] == before["series"]
+
+
+def test_a_failed_file_leaves_nothing_and_the_others_load(ws: Workspace, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.prom"
+    bad.write_text("# TYPE x counter\nx{a=\"1\" 12\n")
+    reports = load_files(ws, [bad, VLLM, tmp_path / "missing.prom"])
+    assert [r.status for r in reports] == ["failed", "loaded", "failed"]
+    assert all(r.errors and r.errors[0].startswith(str(p)) for r, p in
+               zip([reports[0], reports[2]], [bad, tmp_path / "missing.prom"], strict=True))
+    assert ws.con.execute("select count(*) from datasets").fetchone()[0] == 1
+    assert ws.con.execute("select count(distinct dataset_id) from samples").fetchone()[0] == 1
+
+
+def test_names_are_made_unique_and_a_frame_loads_like_a_file(ws: Workspace) -> None:
+    rows = [{"metric": "vllm:num_requests_running", "labels": {"model_name": "m"}, "ts": T0 + t,
+             "value": float(t)} for t in (0, 15, 30)]
+    a = load_frame(ws, pd.DataFrame(rows), "fleet")
+    b = load_frame(ws, pd.DataFrame(rows[:2]), "fleet")
+    assert (a.dataset, b.dataset) == ("fleet", "fleet (2)")
+    assert load_frame(ws, pd.DataFrame(rows), "fleet").status == "unchanged"  # same content
+    cube = cube_frame(ws, ensure_cube(ws, [a.dataset_id], 60))
+    assert set(cube["path"]) == {"m"}
+
+
+def test_per_request_records_load_as_a_records_dataset_without_a_cube(ws: Workspace) -> None:
+    report = load_file(ws, BENCH)
+    assert report.status == "loaded" and report.format == "vllm-bench-json"
+    assert report.signals == ["per-request records"] and report.samples > 0
+    counts = _tables(ws)
+    assert counts["request_records"] == report.samples
+    assert counts["samples"] == 0 and counts["cube_index"] == 0
