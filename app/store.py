@@ -126,9 +126,12 @@ class Workspace:
 
     # -- reading -------------------------------------------------------------------------------
     def datasets(self):
+        """One row per dataset; ``snapshot``: a single scrape (its counters are increases since the
+        server started)."""
         return self.cursor().execute(
             "select dataset_id, name, source, format, engine, time_source, n_series, n_samples, "
-            "t_min, t_max, scrape_interval_s from datasets order by dataset_id"
+            "t_min, t_max, scrape_interval_s, coalesce(cast(summary->>'$.snapshot' as boolean), false) as snapshot "
+            "from datasets order by dataset_id"
         ).df()
 
     def dataset_ids(self) -> list[int]:

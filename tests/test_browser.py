@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from app import state, ui_data
+from app.ui import data as data_view
+from app.ui import state
 from tests.conftest import IN_CI, REAL_CAPTURES
 from tests.test_pages import APP, INTERACTIVE, ROOT, independent_ttft_share, make_slice
 
@@ -74,7 +75,7 @@ def serve(scratch: dict[str, Path], sample: Path | None) -> Iterator[str]:
     env = {**os.environ, "HEADROOM_DB": str(scratch["root"] / "workspace.duckdb"), "TMPDIR": str(scratch["tmp"]),
            "XDG_CONFIG_HOME": str(scratch["xdg-config"]), "XDG_CACHE_HOME": str(scratch["xdg-cache"])}
     if sample is not None:
-        env[ui_data.SAMPLE_ENV] = str(sample)
+        env[data_view.SAMPLE_ENV] = str(sample)
     port = _free_port()
     log = (scratch["root"] / "streamlit.log").open("wb")
     proc = subprocess.Popen(

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import charts
+from app.ui import charts
 from tests.conftest import ts
 
 W = [ts(0), ts(300), ts(600)]

@@ -24,10 +24,13 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
-from app import cube, state, ui_data
+from app import cube
 from app.economics import saved, scenarios
 from app.economics.replay import RunShares
 from app.store import Workspace
+from app.ui import data as data_view
+from app.ui import promise as promise_view
+from app.ui import state
 from tests.conftest import REAL_CAPTURES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,10 +68,10 @@ def template_db(tmp_path_factory: pytest.TempPathFactory, sample_slice: Path) ->
     """A workspace that opened on the slice and built its default cube."""
     path = tmp_path_factory.mktemp("template") / "workspace.duckdb"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(ui_data.SAMPLE_ENV, str(sample_slice))
+        mp.setenv(data_view.SAMPLE_ENV, str(sample_slice))
         with Workspace(path) as ws:
-            assert ui_data.ensure_sample_loaded(ws).status == "loaded"
-            cube.ensure_cube(ws, ws.dataset_ids(), ui_data.DEFAULT_WINDOW_S, ws.path_labels())
+            assert data_view.ensure_sample_loaded(ws).status == "loaded"
+            cube.ensure_cube(ws, ws.dataset_ids(), data_view.DEFAULT_WINDOW_S, ws.path_labels())
     return path
 
 
@@ -78,7 +81,7 @@ def workspace_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, template_db: P
     db = tmp_path / "workspace.duckdb"
     shutil.copy(template_db, db)
     monkeypatch.setenv("HEADROOM_DB", str(db))
-    monkeypatch.setenv(ui_data.SAMPLE_ENV, str(sample_slice))
+    monkeypatch.setenv(data_view.SAMPLE_ENV, str(sample_slice))
     st.cache_data.clear()
     st.cache_resource.clear()
     # AppTest keeps each widget's format_func (a lambda) in session state for itself, which the
@@ -228,8 +231,8 @@ def test_a_threshold_change_updates_the_share_without_rebuilding_the_cube(worksp
     assert row["threshold (s)"] == 1.0 and row["exact"] == "exact"
     assert row["breach %"] == pytest.approx(100 * expected, rel=1e-9)
     # the preset no longer describes the promise, and the value is kept in the workspace
-    assert at.selectbox(key=state.promise_key(INTERACTIVE, "preset")).value == ui_data.CUSTOM
-    assert settings(workspace_db, ui_data.SETTING_PROMISES)[INTERACTIVE]["ttft_s"] == 1.0
+    assert at.selectbox(key=state.promise_key(INTERACTIVE, "preset")).value == promise_view.CUSTOM
+    assert settings(workspace_db, promise_view.SETTING_PROMISES)[INTERACTIVE]["ttft_s"] == 1.0
     # a restart (fresh session, caches cleared) shows the stored value
     st.cache_data.clear()
     st.cache_resource.clear()

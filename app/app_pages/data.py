@@ -1,21 +1,20 @@
 """Data: upload exports and see what each file held, manage datasets, map labels to paths, choose the
 window; then the traffic per path and the data health (counter resets, repaired buckets) of the cube.
 
-Queries: ``cube__requests_by_window`` and the cube's ``resets``/``repairs`` stats (``ui_data``).
+Queries: ``cube__requests_by_window`` and the cube's ``resets``/``repairs`` stats (``app.ui.data``).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, state, ui_cache, ui_data
 from app.cube import parse_window
-from app.store import default_db_path
+from app.ui import cache, charts, state
+from app.ui import data as data_view
+from app.ui.page import open_page
 
-db = default_db_path()
-ws = ui_cache.workspace(db)
-
-st.title("Data")
+page = open_page("Data", needs_paths=False)
+db, ws = page.db, page.ws
 st.caption(f"Workspace: `{ws.path}` — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
 
 # -- load --------------------------------------------------------------------------------------------
@@ -28,7 +27,7 @@ with st.form("upload_form", clear_on_submit=True):
     submitted = st.form_submit_button("Load")
 if submitted and uploads:
     with st.spinner("Loading…"):
-        st.session_state[state.LAST_REPORTS] = ui_data.report_rows(ui_data.load_uploads(ws, uploads))
+        st.session_state[state.LAST_REPORTS] = data_view.report_rows(data_view.load_uploads(ws, uploads))
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
@@ -49,11 +48,11 @@ def _delete() -> None:
 
 
 def _choose_datasets() -> None:
-    ws.set_setting(ui_data.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
+    ws.set_setting(data_view.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
 
 
 st.subheader("Datasets")
-datasets = ui_data.datasets(ws)
+datasets = data_view.datasets(ws)
 st.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
     "scrape_interval_s": st.column_config.NumberColumn("scrape interval (s)"),
     "snapshot": st.column_config.CheckboxColumn("single snapshot")})
@@ -66,15 +65,15 @@ right.button("Delete selected", on_click=_delete, disabled=not st.session_state.
 if datasets.empty:
     st.info("No data yet: upload an export above, or run `headroom load FILE` on the command line.")
 else:
-    st.session_state[state.ACTIVE_DATASETS] = ui_data.active_datasets(ws)
+    st.session_state[state.ACTIVE_DATASETS] = data_view.active_datasets(ws)
     st.multiselect("Datasets in the analysis (the cube is built from these)", list(names),
                    format_func=lambda i: f"{i}: {names[i]}", key=state.ACTIVE_DATASETS, on_change=_choose_datasets)
 
     # -- path mapping and window (a change builds a new cube, so they are applied together) ---------
     st.subheader("Paths and window")
-    st.session_state.setdefault(state.WINDOW, ui_data.window_text(ui_data.window_seconds(ws)))
+    st.session_state.setdefault(state.WINDOW, data_view.window_text(data_view.window_seconds(ws)))
     st.session_state.setdefault(state.PATH_LABELS, ", ".join(ws.path_labels()))
-    st.session_state.setdefault(state.PATH_RULES, ui_data.format_rules(ws.path_rules()))
+    st.session_state.setdefault(state.PATH_RULES, data_view.format_rules(ws.path_rules()))
     with st.form("mapping_form"):
         c1, c2 = st.columns([1, 2])
         c1.text_input("Window (1m … 1d)", key=state.WINDOW)
@@ -86,16 +85,16 @@ else:
     if applied:
         try:
             window_s = parse_window(st.session_state[state.WINDOW])
-            labels = ui_data.parse_labels(st.session_state[state.PATH_LABELS])
-            rules = ui_data.parse_rules(st.session_state[state.PATH_RULES])
+            labels = data_view.parse_labels(st.session_state[state.PATH_LABELS])
+            rules = data_view.parse_rules(st.session_state[state.PATH_RULES])
         except ValueError as exc:
             st.error(str(exc))
         else:
             ws.set_paths(labels, rules)
-            ws.set_setting(ui_data.SETTING_WINDOW, window_s)
+            ws.set_setting(data_view.SETTING_WINDOW, window_s)
 
-    ref = ui_cache.current_cube(db)
-    traffic = ui_cache.requests_per_window(db, ref)
+    ref = cache.current_cube(db)
+    traffic = cache.requests_per_window(db, ref)
     if traffic.empty:
         st.warning("The cube holds no request counts: no TTFT histogram or request counter of a known engine.")
     else:
@@ -106,7 +105,7 @@ else:
         st.plotly_chart(charts.requests_over_time(traffic, ref.window_s), key="requests_chart", width="stretch")
 
     st.subheader("Data health")
-    health = ui_cache.data_health(db, ref)
+    health = cache.data_health(db, ref)
     if health.empty:
         st.success("No counter reset and no repaired bucket in this cube.")
     else:

@@ -2,7 +2,7 @@
 and context multipliers), the cheapest N', the break-even price of a breach and the cost per request
 that kept the promise.
 
-Replays run only on "Run scenarios" and are cached per scenario (``ui_cache.scenario``); prices are
+Replays run only on "Run scenarios" and are cached per scenario (``cache.scenario``); prices are
 not part of that key, so a price change re-prices the cached predictions without any replay.
 """
 
@@ -12,24 +12,21 @@ import time
 
 import streamlit as st
 
-from app import charts, state, ui_cache, ui_data
-from app.economics import crosscheck, saved
-from app.store import default_db_path
+from app.economics import saved
+from app.ui import cache, charts, state
+from app.ui import data as data_view
+from app.ui import economics as economics_view
+from app.ui import promise as promise_view
+from app.ui import sets as sets_view
+from app.ui.page import open_page
 
-db = default_db_path()
-ws = ui_cache.workspace(db)
-st.title("Economics")
-
-ref = ui_cache.current_cube(db)
-paths = ui_cache.request_paths(db, ref) if ref else []
-if not paths:
-    st.info("No path with request histograms yet: load an export on the Data page.")
-    st.stop()
-promises = ui_data.stored_promises(ws, paths)
-datasets = ui_data.datasets(ws)
+page = open_page("Economics")
+db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
+promises = promise_view.stored_promises(ws, paths)
+datasets = data_view.datasets(ws)
 names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
-inputs = ui_data.economics_inputs(ws)
-inputs["datasets"] = [i for i in inputs["datasets"] or [] if i in names] or ui_data.default_datasets(datasets)
+inputs = economics_view.economics_inputs(ws)
+inputs["datasets"] = [i for i in inputs["datasets"] or [] if i in names] or economics_view.default_datasets(datasets)
 for k, v in inputs.items():
     if k != "breach":
         st.session_state.setdefault(state.econ_key(k), v)
@@ -68,7 +65,7 @@ with st.form("econ_form"):
         c[3].number_input("max_num_batched_tokens", min_value=16, step=256, value=None,
                           key=state.econ_key("max_num_batched_tokens"))
         c = st.columns(3)
-        c[0].selectbox("Router", ui_data.ROUTERS, key=state.econ_key("router"),
+        c[0].selectbox("Router", economics_view.ROUTERS, key=state.econ_key("router"),
                        format_func=lambda r: "least_outstanding (assumed)" if r is None else r)
         c[1].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
                           key=state.econ_key("observed_replicas"))
@@ -79,22 +76,22 @@ st.caption("Replays run only when you press *Run scenarios*, once per scenario: 
            "queue thresholds are not part of its promise.")
 
 if submitted:
-    new = {k: st.session_state[state.econ_key(k)] for k in ui_data.ECON_DEFAULTS if k != "breach"}
+    new = {k: st.session_state[state.econ_key(k)] for k in economics_view.ECON_DEFAULTS if k != "breach"}
     new["breach"] = {p: st.session_state[state.breach_price_key(p)] for p in paths}
-    ws.set_setting(ui_data.SETTING_ECONOMICS, new)
+    ws.set_setting(economics_view.SETTING_ECONOMICS, new)
     try:
-        spec = ui_data.replay_spec(new, ws.path_labels(), ws.path_rules(), promises)
-        grid = ui_data.scenario_grid(new)
+        inputs = economics_view.scenario_inputs(new, ws.path_labels(), ws.path_rules(), promises)
     except ValueError as exc:
         st.error(str(exc))
     else:
+        spec, grid = inputs.replay_key(), inputs.scenarios()
         started, clicked, predictions, replayed = time.perf_counter(), time.time(), [], 0
         with st.status(f"Running {len(grid)} scenarios…", expanded=True) as status:
             bar = st.progress(0.0, text="fitting the capacity model and replaying at the observed N")
             try:
-                analysis = ui_cache.analysis(db, spec)
+                analysis = cache.analysis(db, spec)
                 for i, (n, g, m) in enumerate(grid):
-                    result = ui_cache.scenario(db, spec, n, g, m)
+                    result = cache.scenario(db, spec, n, g, m)
                     predictions += result.predictions
                     fresh = result.computed_at >= clicked
                     replayed += fresh
@@ -104,17 +101,16 @@ if submitted:
                 status.update(label=f"Could not run the scenarios: {exc}", state="error")
             else:
                 # beside the model (no replay): the empirical curve and the queueing view, as the CLI does
-                replicas, traffic, _ = ui_data.grid_axes(new)
                 try:
-                    cross = ui_cache.cross_check(db, spec, tuple(replicas), tuple(traffic))
-                    queue = crosscheck.queueing_view(analysis, replicas)
+                    cross = cache.cross_check(db, spec, inputs.replicas, inputs.traffic)
+                    queue = inputs.queueing(analysis)
                 except ValueError as exc:
                     cross = queue = None
                     st.warning(f"No load–response curve or queueing view: {exc}")
                 status.update(label=f"{len(grid)} scenarios, {replayed} replayed, in "
                               f"{time.perf_counter() - started:.1f} s", state="complete", expanded=False)
                 st.session_state[state.ECON_RUN] = {
-                    "spec": spec, "inputs": new, "analysis": analysis, "predictions": predictions,
+                    "spec": spec, "inputs": new, "scenario_inputs": inputs, "analysis": analysis, "predictions": predictions,
                     "cross_check": cross, "queueing": queue, "took_s": time.perf_counter() - started,
                     "replayed": f"{replayed} of {len(grid)}"}
 
@@ -122,15 +118,15 @@ run = st.session_state.get(state.ECON_RUN)
 if run is None:
     st.info("Set the scenarios and prices above, then press **Run scenarios**.")
 else:
-    if ui_data.replay_spec(run["inputs"], ws.path_labels(), ws.path_rules(), promises) != run["spec"]:
+    if economics_view.scenario_inputs(run["inputs"], ws.path_labels(), ws.path_rules(), promises).replay_key() != run["spec"]:
         st.warning("The promises or the path mapping changed since these results: press **Run scenarios** to replay.")
 
     t = time.perf_counter()
-    doc = ui_data.price(run)
+    doc = economics_view.price(run)
     pricing_ms = 1000 * (time.perf_counter() - t)
 
     # -- results -------------------------------------------------------------------------------------------
-    verdicts = ui_data.verdict(doc)
+    verdicts = economics_view.verdict(doc)
     st.subheader("Decision")
     for v in verdicts:
         c = st.columns(4)
@@ -141,17 +137,17 @@ else:
         kept = v["cost_per_kept_request"]
         c[3].metric("Headroom $ per kept request", "n/a" if kept is None else f"${kept:.5f}",
                     help="headroom cost over the horizon / requests that kept the promise, at the cheapest N'")
-    for line in ui_data.break_even_lines(doc):
+    for line in economics_view.break_even_lines(doc):
         st.markdown(line)
 
     cases = sorted({(r["traffic"], r["context"]) for r in doc["fleet"]})
     case = cases[0] if len(cases) == 1 else st.selectbox(
         "Traffic × context case", cases, key=state.ECON_CASE,
         format_func=lambda c: f"traffic ×{c[0]:g}, context ×{c[1]:g}")
-    st.plotly_chart(charts.scenario_costs(ui_data.fleet_frame(doc, *case)), key="cost_chart", width="stretch")
+    st.plotly_chart(charts.scenario_costs(economics_view.fleet_frame(doc, *case)), key="cost_chart", width="stretch")
     money = st.column_config.NumberColumn(format="$%.2f")
     pct = st.column_config.NumberColumn(format="%.3f %%")
-    table = ui_data.scenario_table(doc)
+    table = economics_view.scenario_table(doc)
     st.dataframe(table, hide_index=True, key="scenario_table", column_config={
         **{c: pct for c in table.columns if c.endswith("%")}, **{c: money for c in table.columns if c.endswith("$")},
         "requests": st.column_config.NumberColumn(format="%d"),
@@ -165,7 +161,7 @@ else:
         name = st.text_input("Save these results as a named set", key=state.SET_NAME)
         if st.form_submit_button("Save set"):
             try:
-                saved.save(ws, name.strip(), ui_data.saved_inputs(run), doc)
+                saved.save(ws, name.strip(), sets_view.saved_inputs(run), doc)
             except ValueError as exc:
                 st.error(str(exc))
             else:

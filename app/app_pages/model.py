@@ -12,14 +12,14 @@ import json
 
 import streamlit as st
 
-from app import charts, state, ui_cache, ui_data
 from app.economics import decision
 from app.economics.scenarios import Observed
-from app.store import default_db_path
+from app.ui import cache, charts, state
+from app.ui import model as model_view
+from app.ui.page import open_page
 
-db = default_db_path()
-ws = ui_cache.workspace(db)
-st.title("Capacity model")
+page = open_page("Capacity model", needs_paths=False)
+db, ws = page.db, page.ws
 
 run = st.session_state.get(state.ECON_RUN)
 if run is None:
@@ -30,9 +30,9 @@ else:
     observed: Observed = analysis.observed
 
     st.subheader("One replica, read from the metrics")
-    for line in ui_data.model_flags(analysis):
+    for line in model_view.model_flags(analysis):
         st.warning(f"**Flagged** — {line}")
-    st.dataframe(ui_data.model_table(model), hide_index=True, key="model_table", height="content",
+    st.dataframe(model_view.model_table(model), hide_index=True, key="model_table", height="content",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Source: *given* (your flag or the assumptions on the Economics page), *engine config* "
                "(cache_config_info), *fitted* (from the data, how is said), *calibrated* (set so that the twin at the "
@@ -64,7 +64,7 @@ else:
 
     st.subheader(f"Residual at the observed N = {observed.replicas}")
     pct = st.column_config.NumberColumn(format="%.2f %%")
-    errors = ui_data.model_error_table(analysis)
+    errors = model_view.model_error_table(analysis)
     st.dataframe(errors, hide_index=True, key="model_error_table",
                  column_config={**{c: pct for c in errors.columns if c.endswith("%")},
                                 **{c: st.column_config.NumberColumn(format="%.1f") for c in errors.columns
@@ -100,10 +100,10 @@ else:
         cases = sorted({(p.traffic, p.context) for p in run["predictions"]})
         g, m = (1.0, 1.0) if (1.0, 1.0) in cases else cases[0]
         # the 5-minute cube of the run's datasets: the one the curve and the observed shares come from
-        ref = ui_cache.cube(db, tuple(spec["datasets"]), 300, tuple(spec["path_labels"]),
+        ref = cache.cube(db, tuple(spec["datasets"]), 300, tuple(spec["path_labels"]),
                             tuple(tuple(r) for r in spec["rules"]))
-        load = ui_data.path_load(ui_cache.requests_per_window(db, ref), ref.window_s, path)
-        axis = ui_data.load_axis(run["cross_check"], path, run["predictions"], load, g, m)
+        load = model_view.path_load(cache.requests_per_window(db, ref), ref.window_s, path)
+        axis = model_view.load_axis(run["cross_check"], path, run["predictions"], load, g, m)
         st.plotly_chart(charts.load_response(axis, path), key="curve_chart", width="stretch")
         lo, hi = axis["range"]
         st.caption(f"Isotonic fits of the per-window joint share (low and high ends of its interval) against "

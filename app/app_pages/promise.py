@@ -12,22 +12,17 @@ from datetime import timedelta
 
 import streamlit as st
 
-from app import charts, promise, state, ui_cache, ui_data
-from app.store import default_db_path
+from app import promise
+from app.ui import cache, charts, state
+from app.ui import promise as promise_view
+from app.ui.page import open_page
 
-db = default_db_path()
-ws = ui_cache.workspace(db)
-st.title("Promise")
-
-ref = ui_cache.current_cube(db)
-paths = ui_cache.request_paths(db, ref) if ref else []
-if not paths:
-    st.info("No path with request histograms yet: load an export on the Data page.")
-    st.stop()
+page = open_page("Promise")
+db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
 
 presets = promise.presets()
-OPTIONS = [ui_data.CUSTOM, *presets]
-stored = ui_data.stored_promises(ws, paths)
+OPTIONS = [promise_view.CUSTOM, *presets]
+stored = promise_view.stored_promises(ws, paths)
 INPUTS = {  # field: (label, number_input options); the target is entered in percent
     "ttft_s": ("TTFT ≤ (s)", {"min_value": 0.0, "step": 0.05, "format": "%.3f"}),
     "tpot_s": ("TPOT ≤ (s)", {"min_value": 0.0, "step": 0.005, "format": "%.3f"}),
@@ -47,19 +42,19 @@ def _values(path: str) -> dict:
 def _save(path: str) -> None:
     values = _values(path)
     try:
-        ui_data.to_promises([ui_data.promise_tuple(path, values)])
+        promise_view.to_promises([promise_view.promise_tuple(path, values)])
     except (ValueError, TypeError) as exc:
         st.session_state[state.PROMISE_ERROR] = f"{path}: {exc} (the last valid promise is kept)"
         return
     st.session_state.pop(state.PROMISE_ERROR, None)
-    current = ws.get_setting(ui_data.SETTING_PROMISES, {}) or {}
-    ws.set_setting(ui_data.SETTING_PROMISES, {**current, path: values})
+    current = ws.get_setting(promise_view.SETTING_PROMISES, {}) or {}
+    ws.set_setting(promise_view.SETTING_PROMISES, {**current, path: values})
 
 
 def _preset_chosen(path: str) -> None:
     name = st.session_state[state.promise_key(path, "preset")]
-    if name != ui_data.CUSTOM:
-        p = ui_data.preset_values(name)
+    if name != promise_view.CUSTOM:
+        p = promise_view.preset_values(name)
         for f in ("ttft_s", "tpot_s"):
             st.session_state[state.promise_key(path, f)] = p[f]
         st.session_state[state.promise_key(path, "target")] = 100 * p["target"]
@@ -69,10 +64,10 @@ def _preset_chosen(path: str) -> None:
 def _edited(path: str) -> None:
     v = _values(path)
     name = v["preset"]
-    if name != ui_data.CUSTOM:
-        p = ui_data.preset_values(name)
+    if name != promise_view.CUSTOM:
+        p = promise_view.preset_values(name)
         if any(v[f] != p[f] for f in ("ttft_s", "tpot_s", "target")):
-            st.session_state[state.promise_key(path, "preset")] = ui_data.CUSTOM
+            st.session_state[state.promise_key(path, "preset")] = promise_view.CUSTOM
     _save(path)
 
 
@@ -81,7 +76,7 @@ st.caption("A request keeps the promise when every set threshold holds (and it d
            "Inference v5.1 latency constraints (`data/promise_presets.json`). Values are kept in the workspace.")
 for path in paths:
     values = stored[path]
-    st.session_state.setdefault(state.promise_key(path, "preset"), values.get("preset") or ui_data.CUSTOM)
+    st.session_state.setdefault(state.promise_key(path, "preset"), values.get("preset") or promise_view.CUSTOM)
     for f in NUMBER_FIELDS:
         v = values.get(f)
         if v is not None and f == "target":
@@ -96,10 +91,10 @@ if state.PROMISE_ERROR in st.session_state:
     st.error(st.session_state[state.PROMISE_ERROR])
 
 # -- range and options ---------------------------------------------------------------------------------
-stored = ui_data.stored_promises(ws, paths)
-promises = tuple(ui_data.promise_tuple(p, stored[p]) for p in paths)
+stored = promise_view.stored_promises(ws, paths)
+promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
-windows = sorted({t.to_pydatetime() for t in ui_cache.requests_per_window(db, ref)["window_start"]})
+windows = sorted({t.to_pydatetime() for t in cache.requests_per_window(db, ref)["window_start"]})
 chosen = st.session_state.get(state.PROMISE_RANGE)
 if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= set(windows)):
     del st.session_state[state.PROMISE_RANGE]  # another cube: its windows differ
@@ -109,12 +104,12 @@ first, last = c1.select_slider("Windows (start of the first and of the last)", w
 include_failed = c2.toggle("Failed requests count as breaches", value=True, key=state.INCLUDE_FAILED)
 start, end = first, last + timedelta(seconds=ref.window_s)
 
-frame = ui_cache.shares(db, ref, promises, start, end, include_failed)
-exact = ui_cache.exact_joint(db, ref.datasets, promises, start, end, include_failed)
-summary, marginals = ui_data.promise_tables(frame, exact)
+frame = cache.shares(db, ref, promises, start, end, include_failed)
+exact = cache.exact_joint(db, ref.datasets, promises, start, end, include_failed)
+summary, marginals = promise_view.promise_tables(frame, exact)
 pct = st.column_config.NumberColumn(format="%.3f %%")
 st.subheader("Breach shares")
-for path, items in ui_data.headlines(summary, marginals).items():
+for path, items in promise_view.headlines(summary, marginals).items():
     with st.container(key=state.promise_key(path, "headline")):
         st.markdown(f"**{path}**")
         for col, (label, value, help_text) in zip(st.columns(len(items)), items, strict=True):
@@ -131,18 +126,18 @@ st.caption("Joint: the Fréchet interval [max of the lows, min(1, sum of the hig
 if (marginals.get("basis") == "per token (ITL)").any():
     st.info("TPOT *per token*: the engine exports no per-request TPOT histogram, so the share is of inter-token "
             "gaps; the joint interval uses the request bound (methods.md 3.2).")
-for note in ui_data.bound_notes(marginals, ui_cache.bucket_bounds(db, ref)):
+for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
     st.info(note)
 
 # -- over time -----------------------------------------------------------------------------------------
 st.subheader("Over time")
 signal = st.segmented_control("Breach share of", ["joint", "ttft", "tpot", "e2e", "queue"], key=state.PROMISE_SIGNAL,
-                              default="joint", format_func=lambda s: ui_data.SIGNAL_NAMES.get(s, s))
-by_window = ui_cache.shares(db, ref, promises, start, end, include_failed, by_window=True)
+                              default="joint", format_func=lambda s: promise_view.SIGNAL_NAMES.get(s, s))
+by_window = cache.shares(db, ref, promises, start, end, include_failed, by_window=True)
 st.plotly_chart(charts.breach_share_by_window(by_window, signal or "joint"), key="share_chart", width="stretch")
-alerts = ui_cache.alerts(db, ref, promises, start, end, include_failed)
+alerts = cache.alerts(db, ref, promises, start, end, include_failed)
 st.plotly_chart(charts.alert_states(alerts), key="alert_chart", width="stretch")
-st.dataframe(ui_data.alert_summary(alerts), hide_index=True, key="alert_table")
+st.dataframe(promise_view.alert_summary(alerts), hide_index=True, key="alert_table")
 st.caption("Page when the 1 h and 5 min burn both exceed 14.4 (2 % of a 30-day budget in 1 h), or 6 h and 30 min "
            "exceed 6; ticket when 3 d and 6 h exceed 1. *possible*: only the high end of the share interval burns "
            "that fast. Blank: the cube window is longer than the rule's short window.")

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, state, ui_cache, ui_data
 from app.economics import saved
-from app.store import default_db_path
+from app.ui import charts, state
+from app.ui import economics as economics_view
+from app.ui import sets as sets_view
+from app.ui.page import open_page
 
-db = default_db_path()
-ws = ui_cache.workspace(db)
-st.title("Scenario sets")
+page = open_page("Scenario sets", needs_paths=False)
+db, ws = page.db, page.ws
 
 
 def _use_inputs(name: str) -> None:
-    ws.set_setting(ui_data.SETTING_ECONOMICS, ui_data.form_inputs(saved.get(ws, name)["inputs"]))
+    ws.set_setting(economics_view.SETTING_ECONOMICS, sets_view.form_inputs(saved.get(ws, name)["inputs"]))
     for key in [k for k in st.session_state if str(k).startswith(state.ECON_PREFIX)]:
         del st.session_state[key]  # the Economics form re-reads the workspace
     st.session_state[state.SETS_MESSAGE] = f"The Economics form now holds the inputs of **{name}**."
@@ -45,7 +46,7 @@ if not sets:
     st.info("No saved set yet: run scenarios on the Economics page and save them with a name, or import a file.")
 else:
     money = st.column_config.NumberColumn(format="$%.2f")
-    listing = ui_data.sets_table(sets)
+    listing = sets_view.sets_table(sets)
     st.dataframe(listing, hide_index=True, key="sets_table",
                  column_config={c: money for c in listing.columns if c.endswith("$")})
     st.download_button("Export all sets (JSON)", saved.export_json(ws), file_name="headroom-scenario-sets.json",
@@ -59,8 +60,8 @@ else:
     c1, c2 = st.columns(2)
     a = c1.selectbox("Set A", names, key=state.SET_A)
     b = c2.selectbox("Set B", names, key=state.SET_B)
-    st.dataframe(ui_data.compare_headlines([a, b], [sets[a], sets[b]]), hide_index=True, key="compare_table")
-    st.plotly_chart(charts.compare_totals({a: ui_data.set_fleet(sets[a]), b: ui_data.set_fleet(sets[b])}),
+    st.dataframe(sets_view.compare_headlines([a, b], [sets[a], sets[b]]), hide_index=True, key="compare_table")
+    st.plotly_chart(charts.compare_totals({a: sets_view.set_fleet(sets[a]), b: sets_view.set_fleet(sets[b])}),
                     key="compare_chart", width="stretch")
     costs = ("total_cost_a", "total_cost_b", "breach_cost_a", "breach_cost_b", "headroom_cost_a", "headroom_cost_b",
              "difference")

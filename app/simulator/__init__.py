@@ -1,7 +1,9 @@
 """Fleet simulator: synthetic vLLM fleets for the bundled sample and as ground truth for the tests.
 
 - :mod:`~app.simulator.trace`: arrival traces (diurnal, bursts, two paths) and scenario traces (x g, x m)
-- :mod:`~app.simulator.engine`: one vLLM-V1-like engine, event-driven
+- :mod:`~app.simulator.engine`: one vLLM-V1-like engine, event-driven — the step-level engine
+- :mod:`~app.simulator.twin_engine`: the same engine and fleet loop compiled (numba), bit-identical,
+  in the economics replay's configuration (no noise, restarts or step-level metrics)
 - :mod:`~app.simulator.fleet`: replicas behind a router, restarts
 - :mod:`~app.simulator.metrics`: the Prometheus series a scrape would store
 - :mod:`~app.simulator.records`: per-request records and their exact breach shares

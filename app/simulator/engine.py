@@ -1,5 +1,12 @@
 """One vLLM-V1-like engine replica, advanced event by event rather than step by step.
 
+This is the step-level engine, in one place. Who runs it: the simulator (the bundled sample, and the
+truth of the tests and of the accuracy harness, whose fleets vary its mechanics — step noise, front-end
+delay, restarts, KV pools, batch laws — through ``EngineConfig``/``FleetConfig``); and, through its
+compiled copy :mod:`app.simulator.twin_engine` (bit-identical on the twin's configuration, tested),
+the economics replay. The twin is configured by ``app.economics.replay.twin_config`` from the fitted
+model alone, so a truth fleet's mechanics never reach it.
+
 Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):
 
 1. RUNNING requests in admission order each ask for their next tokens: 1 for a decoding request, the

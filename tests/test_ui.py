@@ -1,4 +1,4 @@
-"""The plain functions behind the pages (``app.ui_data``), without Streamlit."""
+"""The view logic behind the pages (``app.ui``: data, promise, economics, sets, model), without Streamlit."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from app import ui_data
 from app.cube import ensure_cube
 from app.load import LoadReport
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
+from app.ui import data as data_view
+from app.ui import economics as economics_view
+from app.ui import model as model_view
+from app.ui import promise as promise_view
+from app.ui import sets as sets_view
 from tests.conftest import histogram, load, ts
 
 V1 = {"engine": "0", "instance": "10.0.0.1:8000", "model_name": "chat"}
@@ -25,21 +29,21 @@ TV15 = [120, 400, 700, 850, 930, 990, 998, 1000]
 # -- data ----------------------------------------------------------------------------------------------
 def test_rules_round_trip_and_errors() -> None:
     rules = [("llama-3.1-8b-(chat|interactive)", "chat"), (".*-batch", "batch")]
-    assert ui_data.parse_rules(ui_data.format_rules(rules)) == rules
-    assert ui_data.parse_rules("# a comment\n\n  a => b  \n") == [("a", "b")]
+    assert data_view.parse_rules(data_view.format_rules(rules)) == rules
+    assert data_view.parse_rules("# a comment\n\n  a => b  \n") == [("a", "b")]
     with pytest.raises(ValueError, match="line 2: expected REGEX => PATH"):
-        ui_data.parse_rules("a => b\nno arrow here")
+        data_view.parse_rules("a => b\nno arrow here")
     with pytest.raises(ValueError, match="line 1: bad regex"):
-        ui_data.parse_rules("(unclosed => x")
+        data_view.parse_rules("(unclosed => x")
 
 
 def test_labels_and_window_text() -> None:
-    assert ui_data.parse_labels(" model_name, instance ,") == ["model_name", "instance"]
+    assert data_view.parse_labels(" model_name, instance ,") == ["model_name", "instance"]
     with pytest.raises(ValueError, match="not a Prometheus label name"):
-        ui_data.parse_labels("model-name")
+        data_view.parse_labels("model-name")
     with pytest.raises(ValueError, match="at least one label"):
-        ui_data.parse_labels(" , ")
-    assert [ui_data.window_text(s) for s in (60, 300, 3600, 5400, 86400, 90)] == ["1m", "5m", "1h", "90m", "1d", "90s"]
+        data_view.parse_labels(" , ")
+    assert [data_view.window_text(s) for s in (60, 300, 3600, 5400, 86400, 90)] == ["1m", "5m", "1h", "90m", "1d", "90s"]
 
 
 def test_report_rows_keep_errors_and_unknown_metrics() -> None:
@@ -47,7 +51,7 @@ def test_report_rows_keep_errors_and_unknown_metrics() -> None:
                       samples=9, signals=["ttft", "tpot"], paths=["chat"], unknown_metrics=["python_info"],
                       notes=["single snapshot"])
     bad = LoadReport(file="b.prom", status="failed", errors=["b.prom: line 3: bad value"])
-    rows = ui_data.report_rows([good, bad]).set_index("file")
+    rows = data_view.report_rows([good, bad]).set_index("file")
     assert rows.loc["a.prom", "signals"] == "ttft, tpot"
     assert rows.loc["a.prom", "unknown metrics"] == "python_info"
     assert rows.loc["b.prom", "status"] == "failed"
@@ -55,11 +59,11 @@ def test_report_rows_keep_errors_and_unknown_metrics() -> None:
 
 
 def test_sample_path_override(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    assert ui_data.sample_path().name == "metrics.parquet"
-    monkeypatch.setenv(ui_data.SAMPLE_ENV, str(tmp_path / "slice.parquet"))
-    assert ui_data.sample_path() == tmp_path / "slice.parquet"
+    assert data_view.sample_path().name == "metrics.parquet"
+    monkeypatch.setenv(data_view.SAMPLE_ENV, str(tmp_path / "slice.parquet"))
+    assert data_view.sample_path() == tmp_path / "slice.parquet"
     ws = Workspace(":memory:")
-    assert ui_data.ensure_sample_loaded(ws) is None  # a missing file loads nothing and raises nothing
+    assert data_view.ensure_sample_loaded(ws) is None  # a missing file loads nothing and raises nothing
     ws.close()
 
 
@@ -68,7 +72,7 @@ def test_data_health_lists_resets(ws: Workspace) -> None:
     les = ["0.5", "+Inf"]
     load(ws, histogram(TTFT, V1, les, [(0, [10, 20], 5.0), (60, [30, 40], 9.0), (120, [2, 3], 1.0)]))
     cube_id = ensure_cube(ws, None, 60, None)
-    health = ui_data.data_health(ws, cube_id)
+    health = data_view.data_health(ws, cube_id)
     resets = health[health["stat"] == "resets"]
     assert resets["value"].sum() > 0
     assert set(resets["path"]) == {"chat"}
@@ -86,7 +90,7 @@ def test_promise_tables_and_bound_notes(ws: Workspace) -> None:
     cube_id = _one_window(ws)
     start, end = time_range(ws, cube_id, None, None)
     frame = shares(ws, cube_id, [Promise(ttft_s=0.6, tpot_s=0.05, target=0.99)], start, end)
-    summary, marginals = ui_data.promise_tables(frame, {"chat": 0.1})
+    summary, marginals = promise_view.promise_tables(frame, {"chat": 0.1})
     s = summary.set_index("path").loc["chat"]
     # TTFT 0.6 s lies inside (0.5, 0.75]: estimate 24 %, bounds [15 %, 30 %] (methods.md TV-1.5);
     # TPOT 0.05 s is a bound: 1 %. Joint: Fréchet [max(15, 1), min(100, 30 + 1)] %
@@ -99,68 +103,96 @@ def test_promise_tables_and_bound_notes(ws: Workspace) -> None:
     assert s["joint exact %"] == pytest.approx(10.0)
     assert s["meets target"] == "no"
     assert s["budget remaining %"] == pytest.approx(100 * (1 - 0.31 / 0.01))
-    notes = ui_data.bound_notes(marginals, ui_data.bucket_bounds(ws, cube_id))
+    notes = promise_view.bound_notes(marginals, data_view.bucket_bounds(ws, cube_id))
     assert len(notes) == 1
     assert "TTFT 0.6 s is not a bucket bound" in notes[0] and "Use 0.5 s or 0.75 s" in notes[0]
 
 
 def test_promise_defaults_and_storage(ws: Workspace) -> None:
-    assert ui_data.default_promise("llama-3.1-8b-interactive")["tpot_s"] == 0.03
-    assert ui_data.default_promise("batch")["ttft_s"] == 2.0
-    ws.set_setting(ui_data.SETTING_PROMISES, {"batch": {"preset": "custom", "ttft_s": 5.0, "tpot_s": 0.1,
+    assert promise_view.default_promise("llama-3.1-8b-interactive")["tpot_s"] == 0.03
+    assert promise_view.default_promise("batch")["ttft_s"] == 2.0
+    ws.set_setting(promise_view.SETTING_PROMISES, {"batch": {"preset": "custom", "ttft_s": 5.0, "tpot_s": 0.1,
                                                         "e2e_s": 60.0, "queue_s": None, "target": 0.95}})
-    stored = ui_data.stored_promises(ws, ["batch", "chat"])
+    stored = promise_view.stored_promises(ws, ["batch", "chat"])
     assert stored["batch"]["e2e_s"] == 60.0 and stored["chat"]["preset"].endswith("interactive")
-    t = ui_data.promise_tuple("batch", stored["batch"])
+    t = promise_view.promise_tuple("batch", stored["batch"])
     assert t == ("batch", 5.0, 0.1, 60.0, None, 0.95)
-    assert ui_data.to_promises([t])[0] == Promise(path="batch", ttft_s=5.0, tpot_s=0.1, e2e_s=60.0, target=0.95)
+    assert promise_view.to_promises([t])[0] == Promise(path="batch", ttft_s=5.0, tpot_s=0.1, e2e_s=60.0, target=0.95)
 
 
 def test_alert_summary_counts_firing_windows() -> None:
     alerts = pd.DataFrame({"window_start": [ts(0), ts(60), ts(0), ts(60)], "path": ["a", "a", "b", "b"],
                            "page_1h": ["firing", "ok", "ok", "ok"], "page_6h": ["ok", "possible", None, "ok"],
                            "ticket_3d": ["firing", "firing", "ok", "ok"]})
-    out = ui_data.alert_summary(alerts).set_index("path")
+    out = promise_view.alert_summary(alerts).set_index("path")
     assert out.loc["a", "page 1h/5m"] == "ok (1 windows firing)"
     assert out.loc["a", "ticket 3d/6h"] == "firing (2 windows firing)"
     assert out.loc["b", "page 6h/30m"] == "ok (0 windows firing)"
 
 
 # -- economics -------------------------------------------------------------------------------------------
-INPUTS = {**ui_data.ECON_DEFAULTS, "datasets": [2, 1], "replicas": "3:5", "traffic": "1.0,1.5", "context": "1"}
+INPUTS = {**economics_view.ECON_DEFAULTS, "datasets": [2, 1], "replicas": "3:5", "traffic": "1.0,1.5", "context": "1"}
 PROMISES = {"chat": {"ttft_s": 0.5, "tpot_s": 0.03, "e2e_s": None, "target": 0.99},
             "batch": {"ttft_s": 2.0, "tpot_s": 0.1, "e2e_s": 30.0, "target": 0.9}}
 
 
-def test_replay_spec_leaves_prices_targets_and_e2e_out_of_the_key() -> None:
-    spec = ui_data.replay_spec(INPUTS, ["model_name"], [], PROMISES)
+def _key(form: dict, promises: dict = PROMISES) -> str:
+    return economics_view.scenario_inputs(form, ["model_name"], [], promises).replay_key()
+
+
+def test_the_replay_key_leaves_prices_targets_and_e2e_out() -> None:
+    key = _key(INPUTS)
     repriced = {**INPUTS, "gpu_hour": 99.0, "breach": {"chat": 5.0}, "horizon_hours": 24.0, "split": "equal"}
     retargeted = {p: {**v, "target": 0.5, "e2e_s": 1.0} for p, v in PROMISES.items()}
-    assert ui_data.replay_spec(repriced, ["model_name"], [], retargeted) == spec
+    assert _key(repriced, retargeted) == key
     tighter = {**PROMISES, "chat": {**PROMISES["chat"], "ttft_s": 0.25}}
-    assert ui_data.replay_spec(INPUTS, ["model_name"], [], tighter) != spec
-    assert ui_data.replay_spec({**INPUTS, "seeds": 2}, ["model_name"], [], PROMISES) != spec
-    assert json.loads(spec)["datasets"] == [1, 2]
+    assert _key(INPUTS, tighter) != key
+    assert _key({**INPUTS, "seeds": 2}) != key
+    assert _key({**INPUTS, "kv_cache_tokens": 4096}) != key
+    assert json.loads(key)["datasets"] == [1, 2]
     with pytest.raises(ValueError, match="replicas"):
-        ui_data.replay_spec({**INPUTS, "replicas": "x"}, ["model_name"], [], PROMISES)
+        _key({**INPUTS, "replicas": "x"})
     with pytest.raises(ValueError, match="at least one dataset"):
-        ui_data.replay_spec({**INPUTS, "datasets": []}, ["model_name"], [], PROMISES)
+        _key({**INPUTS, "datasets": []})
+    with pytest.raises(ValueError, match="kv_cache_tokens: must be at least 1"):
+        _key({**INPUTS, "kv_cache_tokens": 0})
 
 
-def test_scenario_grid_order_and_limit() -> None:
-    assert ui_data.scenario_grid(INPUTS) == [(3, 1.0, 1.0), (4, 1.0, 1.0), (5, 1.0, 1.0),
-                                             (3, 1.5, 1.0), (4, 1.5, 1.0), (5, 1.5, 1.0)]
+def test_the_form_and_the_cli_make_the_same_scenario_inputs() -> None:
+    """The dashboard's form and ``headroom scenarios``' flags meet in one ``ScenarioInputs``."""
+    from app.economics.capacity import Assumptions
+    from app.economics.inputs import ScenarioInputs
+    from app.economics.money import Prices
+
+    form = {**INPUTS, "price_basis": "replica-hour", "replica_hour": 7.0, "breach": {"chat": 0.5},
+            "default_breach": 0.02, "max_num_seqs": 64, "router": "round_robin"}
+    got = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
+    cli = ScenarioInputs(datasets=(1, 2), path_labels=("model_name",), replicas=(3, 4, 5), traffic=(1.0, 1.5),
+                         promises=(Promise(path="chat", ttft_s=0.5, tpot_s=0.03, target=0.9),
+                                   Promise(path="batch", ttft_s=2.0, tpot_s=0.1, e2e_s=30.0)),
+                         assumptions=Assumptions(max_num_seqs=64, router="round_robin"),
+                         prices=Prices(7.0, {"chat": 0.5, "*": 0.02}))
+    assert got == cli
+    assert got.replay_key() == cli.replay_key()
+    assert dict(got.prices_for(["chat", "batch"]).breach) == {"chat": 0.5, "batch": 0.02}
+
+
+def test_scenario_order_and_limit() -> None:
+    inputs = economics_view.scenario_inputs(INPUTS, ["model_name"], [], PROMISES)
+    assert inputs.scenarios() == [(3, 1.0, 1.0), (4, 1.0, 1.0), (5, 1.0, 1.0),
+                                  (3, 1.5, 1.0), (4, 1.5, 1.0), (5, 1.5, 1.0)]
     with pytest.raises(ValueError, match="200 scenarios"):
-        ui_data.scenario_grid({**INPUTS, "replicas": "1:300"})
+        _key({**INPUTS, "replicas": "1:300"})
     with pytest.raises(ValueError, match="traffic"):
-        ui_data.scenario_grid({**INPUTS, "traffic": "0"})
+        _key({**INPUTS, "traffic": "0"})
 
 
 def test_prices_by_gpu_or_replica_hour() -> None:
-    p = ui_data.prices({**INPUTS, "gpu_hour": 2.0, "gpus_per_replica": 8, "breach": {"chat": 0.5},
-                        "default_breach": 0.01}, ["chat", "batch"])
+    form = {**INPUTS, "gpu_hour": 2.0, "gpus_per_replica": 8, "breach": {"chat": 0.5}, "default_breach": 0.01}
+    p = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES).prices_for(["chat", "batch"])
     assert p.replica_hour == 16.0 and dict(p.breach) == {"chat": 0.5, "batch": 0.01}
-    p = ui_data.prices({**INPUTS, "price_basis": "replica-hour", "replica_hour": 7.0}, ["chat"])
+    form = {**INPUTS, "price_basis": "replica-hour", "replica_hour": 7.0}
+    p = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES).prices_for(["chat"])
     assert p.replica_hour == 7.0 and p.horizon_hours == 720.0
 
 
@@ -184,32 +216,33 @@ def _doc() -> dict:
 
 def test_verdict_and_tables() -> None:
     doc = _doc()
-    (v,) = ui_data.verdict(doc)
+    (v,) = economics_view.verdict(doc)
     # 3 replicas: 2160 + 5000 = 7160; 4: 2880 + 1000 = 3880; at the interval ends 3 -> [4660, 12160],
     # 4 -> [3380, 4880]: 4 either way
     assert v["replicas"] == 4 and v["determined_by_data"]
     assert v["cost_per_kept_request"] == pytest.approx(2880 / 900)
-    table = ui_data.scenario_table(doc)
+    table = economics_view.scenario_table(doc)
     assert list(table["N'"]) == [3, 4]
     assert table.loc[0, "flags"] == "below the observed N"
     assert table.loc[1, "joint breach %"] == pytest.approx(10.0)
-    assert list(ui_data.fleet_frame(doc, 1.0, 1.0)["total_cost"]) == [7160.0, 3880.0]
+    assert list(economics_view.fleet_frame(doc, 1.0, 1.0)["total_cost"]) == [7160.0, 3880.0]
 
 
 def _run() -> dict:
     form = {**INPUTS, "gpu_hour": 3.0, "gpus_per_replica": 2.0, "breach": {"chat": 0.5}}
-    return {"spec": ui_data.replay_spec(form, ["model_name"], [], PROMISES), "inputs": form}
+    inputs = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
+    return {"spec": inputs.replay_key(), "inputs": form, "scenario_inputs": inputs}
 
 
 def test_saved_sets_use_the_cli_format_and_round_trip(ws: Workspace) -> None:
     from app.economics import saved
 
-    inputs = ui_data.saved_inputs(_run())
+    inputs = sets_view.saved_inputs(_run())
     # the shape `headroom scenarios --save` writes, plus the dashboard's own form
     assert inputs["replicas"] == [3, 4, 5] and inputs["traffic"] == [1.0, 1.5] and inputs["context"] == [1.0]
     assert inputs["prices"]["replica_hour"] == 6.0 and inputs["prices"]["breach"] == {"batch": 0.01, "chat": 0.5}
     assert {p["path"]: p["ttft_s"] for p in inputs["promises"]} == {"batch": 2.0, "chat": 0.5}
-    assert ui_data.form_inputs(inputs)["gpu_hour"] == 3.0  # the dashboard form comes back as it was
+    assert sets_view.form_inputs(inputs)["gpu_hour"] == 3.0  # the dashboard form comes back as it was
     saved.save(ws, "baseline", inputs, _doc())
     saved.save(ws, "pricier", {**inputs, "seeds": 3}, {**_doc(), "prices": {**_doc()["prices"], "replica_hour": 2.0}})
     text = saved.export_json(ws)
@@ -217,31 +250,31 @@ def test_saved_sets_use_the_cli_format_and_round_trip(ws: Workspace) -> None:
         saved.delete(ws, name)
     assert saved.import_json(ws, text) == ["baseline", "pricier"]
     sets = {n: saved.get(ws, n) for n in saved.names(ws)}
-    table = ui_data.sets_table(sets).set_index("name")
+    table = sets_view.sets_table(sets).set_index("name")
     assert table.loc["baseline", "replicas"] == "3, 4, 5" and table.loc["pricier", "replica-hour $"] == 2.0
     assert table.loc["baseline", "cheapest N'"] == 4
-    cmp = ui_data.compare_headlines(["baseline", "pricier"], [sets["baseline"], sets["pricier"]]).set_index("")
+    cmp = sets_view.compare_headlines(["baseline", "pricier"], [sets["baseline"], sets["pricier"]]).set_index("")
     assert cmp.loc["replica-hour", "baseline"] == "$1" and cmp.loc["replica-hour", "pricier"] == "$2"
     assert cmp.loc["total cost at the cheapest N'", "baseline"] == "$3,880"
     assert cmp.loc["seeds", "pricier"] == "3"
-    assert list(ui_data.set_fleet(sets["baseline"])["replicas"]) == [3, 4]
+    assert list(sets_view.set_fleet(sets["baseline"])["replicas"]) == [3, 4]
 
 
 def test_form_inputs_from_a_cli_saved_set() -> None:
     cli = {"datasets": [1], "replicas": [2, 3, 4], "traffic": [1.0, 1.5], "context": [1.0], "seeds": 3,
            "prices": {"replica_hour": 8.0, "breach": {"chat": 0.2}, "horizon_hours": 24.0, "cost_split": "equal"},
            "assumptions": {"router": "round_robin", "max_num_seqs": 128, "max_num_batched_tokens": 4096}}
-    form = ui_data.form_inputs(cli)
+    form = sets_view.form_inputs(cli)
     assert (form["replicas"], form["traffic"], form["context"]) == ("2,3,4", "1,1.5", "1")
     assert form["price_basis"] == "replica-hour" and form["replica_hour"] == 8.0 and form["split"] == "equal"
     assert form["router"] == "round_robin" and form["max_num_seqs"] == 128 and form["breach"] == {"chat": 0.2}
-    assert ui_data.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
+    assert economics_view.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
 
 
 # -- model views -----------------------------------------------------------------------------------------
 def test_model_and_curve_on_one_load_axis() -> None:
     windows = [ts(300 * i) for i in range(4)]
-    load = ui_data.path_load(pd.DataFrame({
+    load = model_view.path_load(pd.DataFrame({
         "window_start": windows * 2, "path": ["chat"] * 4 + ["batch"] * 4,
         "requests": [600, 1200, 1800, 2400, 3000, 0, 0, 0], "replicas": [4, 4, 4, 4, 4, 4, 4, 8]}), 300, "chat")
     # the path's own requests; the replicas of the window (any path: 8 in the last one)
@@ -249,9 +282,9 @@ def test_model_and_curve_on_one_load_axis() -> None:
     load = pd.DataFrame({"window_start": windows, "requests": [600, 1200, 1800, 2400], "replicas": 4,
                          "load": [0.5, 1.0, 1.5, 2.0]})
     # request-weighted mean load 1.5 req/s per replica at 4 replicas: 3.0 at 2, 4.5 at 2 with traffic x1.5
-    assert ui_data.scenario_load(load, 4) == pytest.approx(1.5)
-    assert ui_data.scenario_load(load, 2) == pytest.approx(3.0)
-    assert ui_data.scenario_load(load, 2, 1.5) == pytest.approx(4.5)
+    assert model_view.scenario_load(load, 4) == pytest.approx(1.5)
+    assert model_view.scenario_load(load, 2) == pytest.approx(3.0)
+    assert model_view.scenario_load(load, 2, 1.5) == pytest.approx(4.5)
     cross = {"chat": {"observed_load_range": [0.5, 2.0],
                       "curve": [{"load": 0.5, "share_low": 0.01, "share_high": 0.02}],
                       "readings": [{"replicas": 2, "traffic": 1.0, "share": 0.5, "share_low": 0.2,
@@ -261,7 +294,7 @@ def test_model_and_curve_on_one_load_axis() -> None:
     pred = SimpleNamespace(path="chat", replicas=2, traffic=1.0, context=1.0, breach_share=0.4,
                            breach_share_low=0.3, breach_share_high=0.5, extrapolated=True)
     other = SimpleNamespace(**{**vars(pred), "path": "batch"})
-    axis = ui_data.load_axis(cross, "chat", [pred, other], load)
+    axis = model_view.load_axis(cross, "chat", [pred, other], load)
     assert axis["range"] == (0.5, 2.0)
     assert axis["readings"][["replicas", "load", "share"]].to_dict("records") == [
         {"replicas": 2, "load": pytest.approx(3.0), "share": 0.5}]
@@ -273,8 +306,8 @@ def test_headlines_per_path(ws: Workspace) -> None:
     cube_id = _one_window(ws)
     start, end = time_range(ws, cube_id, None, None)
     frame = shares(ws, cube_id, [Promise(ttft_s=0.6, tpot_s=0.05, target=0.99)], start, end)
-    summary, marginals = ui_data.promise_tables(frame, {})
-    (items,) = ui_data.headlines(summary, marginals).values()
+    summary, marginals = promise_view.promise_tables(frame, {})
+    (items,) = promise_view.headlines(summary, marginals).values()
     assert [(label, value) for label, value, _ in items] == [
         ("TTFT > 0.6 s (estimate)", "24.00 %"), ("TPOT > 0.05 s", "1.00 %"), ("joint breach", "15.00–31.00 %"),
         ("meets 99 %", "no")]
@@ -284,9 +317,9 @@ def test_headlines_per_path(ws: Workspace) -> None:
 
 def test_break_even_lines_say_what_is_missing() -> None:
     doc = _doc()  # cheapest 4 of 3..4: replica 5 was not computed
-    assert ui_data.break_even_lines(doc) == [
+    assert economics_view.break_even_lines(doc) == [
         "Break-even price of one **chat** breach for replica 5: add N'=5 to the replica range to see it"]
     doc["cheapest"] = {**doc["cheapest"], "replicas": 3}
     doc["break_even_breach_price"] = {"chat": 1.8}
-    assert ui_data.break_even_lines(doc) == [
+    assert economics_view.break_even_lines(doc) == [
         "Break-even price of one **chat** breach for replica 4: **$1.8000** (entered: $10.0000)"]

@@ -24,7 +24,7 @@ PROMISE_SIGNAL = "promise_chart_signal"
 PROMISE_ERROR = "promise_error"
 
 # economics
-ECON_PREFIX = "econ_"  # + a key of ui_data.ECON_DEFAULTS
+ECON_PREFIX = "econ_"  # + a key of app.ui.economics.ECON_DEFAULTS
 ECON_RUN = "econ_run"  # the last run: spec, inputs, analysis, predictions, timings
 ECON_CASE = "econ_case"  # (traffic, context) shown in the cost chart
 MODEL_PATH = "model_path"

@@ -2,36 +2,41 @@
 
 - The workspace is one per process (``st.cache_resource``); every query runs on its own cursor.
 - A cube is found by its spec (datasets, window, path labels, rules) and referred to by a
-  ``CubeRef`` that carries the spec's key as well as the id, because ids can be reused after a
-  dataset is deleted. Threshold, price and scenario changes never reach ``cube``.
+  ``CubeRef`` (its id, from a sequence and never reused, and its spec's key): results cached by a
+  ``CubeRef`` are never those of another cube. Threshold, price and scenario changes never reach ``cube``.
 - Promise results are cached by (cube, promises, range): a threshold change re-runs only the
   small query on the cube.
-- Replays are cached per scenario, keyed by the replay spec (canonical JSON of datasets, path
-  mapping, TTFT/TPOT per path, assumptions, seeds) plus (N', traffic, context). Prices are not
-  in the key: pricing is arithmetic on the cached predictions.
+- Replays are cached per scenario, keyed by ``ScenarioInputs.replay_key`` (canonical JSON of
+  datasets, path mapping, TTFT/TPOT per path, assumptions, seeds) plus (N', traffic, context).
+  Prices are not in the key: pricing is arithmetic on the cached predictions.
 """
 
 from __future__ import annotations
 
-import json
 import time
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import pandas as pd
 import streamlit as st
 
-from app import ui_data
 from app.cube import cube_key, ensure_cube
-from app.promise import Promise
+from app.economics.crosscheck import CURVE_WINDOW_S
+from app.economics.inputs import ScenarioInputs
+from app.economics.scenarios import Analysis, Prediction
+from app.promise import PromiseTables, evaluate
+from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
+from app.ui import data
+from app.ui.promise import to_promises
 
 
 @st.cache_resource(show_spinner="Opening the workspace (an empty one loads the bundled sample day first: "
                                "under a minute)…", on_release=lambda ws: ws.close())
 def workspace(path: str | None = None) -> Workspace:
     ws = Workspace(path or default_db_path())
-    ui_data.ensure_sample_loaded(ws)
+    data.ensure_sample_loaded(ws)
     return ws
 
 
@@ -53,40 +58,38 @@ def cube(db: str, dataset_ids: tuple[int, ...], window_s: int, path_labels: tupl
 def current_cube(db: str) -> CubeRef | None:
     """The cube of the workspace's current choices (datasets, window, path mapping); None without data."""
     ws = workspace(db)
-    ids = ui_data.active_datasets(ws)
+    ids = data.active_datasets(ws)
     if not ids:
         return None
-    return cube(db, tuple(ids), ui_data.window_seconds(ws), tuple(ws.path_labels()),
+    return cube(db, tuple(ids), data.window_seconds(ws), tuple(ws.path_labels()),
                 tuple(ws.path_rules()))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def requests_per_window(db: str, ref: CubeRef) -> pd.DataFrame:
-    return ui_data.requests_per_window(workspace(db), ref.id)
+    return data.requests_per_window(workspace(db), ref.id)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def data_health(db: str, ref: CubeRef) -> pd.DataFrame:
-    return ui_data.data_health(workspace(db), ref.id)
+    return data.data_health(workspace(db), ref.id)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def request_paths(db: str, ref: CubeRef) -> list[str]:
-    return ui_data.request_paths(workspace(db), ref.id)
+    return data.request_paths(workspace(db), ref.id)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def bucket_bounds(db: str, ref: CubeRef) -> dict[str, list[float]]:
-    return ui_data.bucket_bounds(workspace(db), ref.id)
+    return data.bucket_bounds(workspace(db), ref.id)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def promise_tables(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
-                   include_failed: bool) -> Any:
+                   include_failed: bool) -> PromiseTables:
     """Shares per path and per window and the burn alerts of a promise: one pass over the cube."""
-    from app.promise import evaluate
-
-    return evaluate(workspace(db), ref.id, ref.window_s, ui_data.to_promises(promises), start, end,
+    return evaluate(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
                     include_failed=include_failed)
 
 
@@ -104,45 +107,37 @@ def alerts(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, 
 @st.cache_data(max_entries=64, show_spinner=False)
 def exact_joint(db: str, dataset_ids: tuple[int, ...], promises: tuple[tuple, ...], start: datetime,
                 end: datetime, include_failed: bool) -> dict[str, float]:
-    from app.records import exact_joint_shares
-
-    return exact_joint_shares(workspace(db), list(dataset_ids), ui_data.to_promises(promises), start, end,
+    return exact_joint_shares(workspace(db), list(dataset_ids), to_promises(promises), start, end,
                               include_failed=include_failed)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def analysis(db: str, spec_json: str) -> Any:
-    """Fit, demand and the replay at the observed N, once per replay spec (seconds to minutes)."""
-    return ui_data.analyse(workspace(db), spec_json)
+def analysis(db: str, replay_key: str) -> Analysis:
+    """Fit, demand and the replay at the observed N, once per replay key (seconds to minutes)."""
+    return ScenarioInputs.from_replay_key(replay_key).analyse(workspace(db))
 
 
 class Replayed(NamedTuple):
     """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
 
-    predictions: list[Any]
+    predictions: list[Prediction]
     computed_at: float
     took_s: float
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def scenario(db: str, spec_json: str, replicas: int, traffic: float, context: float) -> Replayed:
+def scenario(db: str, replay_key: str, replicas: int, traffic: float, context: float) -> Replayed:
     """The predictions of one scenario (``seeds`` replays, plus the sensitivity envelope when flagged)."""
-    from app.economics import scenarios
-
     started = time.time()
-    seeds = int(json.loads(spec_json)["seeds"])
-    predictions = scenarios.predict(analysis(db, spec_json), replicas, traffic, context, seeds)
+    predictions = ScenarioInputs.from_replay_key(replay_key).predict(analysis(db, replay_key), replicas, traffic,
+                                                                     context)
     return Replayed(predictions, started, time.time() - started)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def cross_check(db: str, spec_json: str, replicas: tuple[int, ...], traffic: tuple[float, ...]) -> dict[str, Any]:
+def cross_check(db: str, replay_key: str, replicas: tuple[int, ...], traffic: tuple[float, ...]) -> dict[str, Any]:
     """The empirical load–response curve per path (``crosscheck.load_response``) on the 5-minute cube of
     the replayed datasets, read at every (N', traffic): queries on the cube, no replay."""
-    from app.economics import crosscheck
-
-    spec = json.loads(spec_json)
-    ref = cube(db, tuple(spec["datasets"]), crosscheck.CURVE_WINDOW_S, tuple(spec["path_labels"]),
-               tuple(tuple(r) for r in spec["rules"]))
-    promises = [Promise(path=p, ttft_s=t, tpot_s=u) for p, t, u in spec["promises"]]
-    return crosscheck.load_response(workspace(db), ref.id, promises, list(replicas), list(traffic))
+    inputs = replace(ScenarioInputs.from_replay_key(replay_key), replicas=replicas, traffic=traffic)
+    ref = cube(db, inputs.datasets, CURVE_WINDOW_S, inputs.path_labels, inputs.rules)
+    return inputs.cross_check(workspace(db), curve_cube=ref.id)

@@ -1,0 +1,169 @@
+"""The Data page's logic: the bundled sample, uploads and their load reports, the datasets, the
+window and path mapping the cube is built with, and the cube's traffic and health
+(queries ``cube__requests_by_window``, ``cube__request_paths``, ``cube__health_stats``,
+``cube__bucket_bounds``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import pandas as pd
+
+from app import load, sql
+from app.load import LoadReport
+from app.store import Workspace, data_dir
+
+SAMPLE_EXPORT = "sample/metrics.parquet"
+
+
+SAMPLE_ENV = "HEADROOM_SAMPLE"  # another export to open an empty workspace on (tests use a 1-hour slice)
+
+
+DEFAULT_WINDOW_S = 300
+
+
+# workspace settings written by the dashboard (plain JSON values)
+SETTING_WINDOW = "window_s"
+
+
+SETTING_DATASETS = "active_datasets"
+
+
+class Upload(Protocol):
+    name: str
+
+    def getvalue(self) -> bytes: ...
+
+
+def sample_path() -> Path:
+    """The export an empty workspace opens on: ``$HEADROOM_SAMPLE`` or the bundled day."""
+    override = os.environ.get(SAMPLE_ENV)
+    return Path(override) if override else data_dir() / SAMPLE_EXPORT
+
+
+def ensure_sample_loaded(ws: Workspace) -> LoadReport | None:
+    """Load the bundled sample when the workspace holds no dataset (the dashboard opens on it)."""
+    path = sample_path()
+    if ws.dataset_ids() or not path.is_file():
+        return None
+    return load.load_file(ws, path, name="bundled sample", display=f"bundled sample ({path.name})")
+
+
+def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
+    """Load uploaded files; each is written to a temp file first (DuckDB reads paths, not buffers)."""
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="headroom-upload-") as tmp:
+        for up in uploads:
+            path = Path(tmp) / Path(up.name).name
+            path.write_bytes(up.getvalue())
+            reports.append(load.load_file(ws, path, name=up.name, display=up.name))
+    return reports
+
+
+def report_rows(reports: Iterable[LoadReport]) -> pd.DataFrame:
+    """One row per file of a load, for a table."""
+    return pd.DataFrame([{
+        "file": r.file,
+        "status": r.status,
+        "format": r.format,
+        "engine": r.engine,
+        "series": r.series,
+        "samples": r.samples,
+        "start": r.start,
+        "end": r.end,
+        "scrape interval (s)": r.scrape_interval_s,
+        "signals": ", ".join(r.signals),
+        "paths": ", ".join(r.paths),
+        "resets": r.resets,
+        "repairs": r.repairs,
+        "unknown metrics": ", ".join(r.unknown_metrics),
+        "notes": "; ".join(r.notes),
+        "errors": "; ".join(r.errors),
+    } for r in reports])
+
+
+def requests_per_window(ws: Workspace, cube_id: int) -> pd.DataFrame:
+    """Requests (TTFT observations) per window and path: the traffic the dashboard shows first."""
+    return sql.df(ws.cursor(), "cube__requests_by_window", cube_id=cube_id)
+
+
+def datasets(ws: Workspace) -> pd.DataFrame:
+    """The datasets table, with ``snapshot`` (a single scrape: increases since the server started)."""
+    return ws.datasets()
+
+
+def active_datasets(ws: Workspace) -> list[int]:
+    """Datasets the cube is built on: the stored choice (still existing ones), else every dataset."""
+    existing = ws.dataset_ids()
+    chosen = [i for i in ws.get_setting(SETTING_DATASETS, []) or [] if i in existing]
+    return chosen or existing
+
+
+def window_seconds(ws: Workspace) -> int:
+    return int(ws.get_setting(SETTING_WINDOW, DEFAULT_WINDOW_S))
+
+
+def window_text(seconds: int) -> str:
+    """300 -> '5m' (the shortest exact form ``parse_window`` reads back)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def parse_labels(text: str) -> list[str]:
+    labels = [s.strip() for s in text.split(",") if s.strip()]
+    if not labels:
+        raise ValueError("path labels: give at least one label name, e.g. model_name")
+    bad = [x for x in labels if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", x)]
+    if bad:
+        raise ValueError(f"path labels: {', '.join(bad)} is not a Prometheus label name")
+    return labels
+
+
+def format_rules(rules: Sequence[tuple[str, str]]) -> str:
+    return "\n".join(f"{pattern} => {path}" for pattern, path in rules)
+
+
+def parse_rules(text: str) -> list[tuple[str, str]]:
+    """``REGEX => PATH`` per line (blank lines and ``#`` comments ignored); the regex must match the
+    whole path key (label values joined with `` / ``), first matching rule wins."""
+    rules = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        pattern, sep, path = line.partition("=>")
+        if not sep or not pattern.strip() or not path.strip():
+            raise ValueError(f"rule line {n}: expected REGEX => PATH, got {line!r}")
+        try:
+            re.compile(pattern.strip())
+        except re.error as exc:
+            raise ValueError(f"rule line {n}: bad regex {pattern.strip()!r} ({exc})") from None
+        rules.append((pattern.strip(), path.strip()))
+    return rules
+
+
+def data_health(ws: Workspace, cube_id: int) -> pd.DataFrame:
+    """Counter resets and repaired (non-monotone) buckets per window, path and signal (cube stats)."""
+    return sql.df(ws.cursor(), "cube__health_stats", cube_id=cube_id)
+
+
+def request_paths(ws: Workspace, cube_id: int) -> list[str]:
+    """Paths with request-level histograms (the ones a promise applies to)."""
+    return [r[0] for r in sql.rows(ws.cursor(), "cube__request_paths", cube_id=cube_id)]
+
+
+def bucket_bounds(ws: Workspace, cube_id: int) -> dict[str, list[float]]:
+    """Finite bucket bounds (seconds) per histogram signal of a cube."""
+    rows = sql.rows(ws.cursor(), "cube__bucket_bounds", cube_id=cube_id)
+    out: dict[str, list[float]] = {}
+    for signal, le in rows:
+        out.setdefault(signal, []).append(float(le))
+    return out
+

@@ -1,0 +1,157 @@
+"""The Economics page's logic: the form's inputs (stored in the workspace) as ``ScenarioInputs``, and
+the priced decision document as the page shows it (verdict, break-even lines, tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from app.economics.capacity import Assumptions
+from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
+from app.economics.money import Prices
+from app.promise import Promise
+from app.store import Workspace
+from app.ui.units import pct
+
+SETTING_ECONOMICS = "economics_inputs"
+
+
+ECON_DEFAULTS: dict[str, Any] = {
+    "replicas": "2:8", "traffic": "1.0", "context": "1.0", "seeds": 1, "horizon_hours": 720.0,
+    "price_basis": "GPU-hour", "gpu_hour": 2.5, "gpus_per_replica": 1.0, "replica_hour": 2.5,
+    "breach": {}, "default_breach": 0.01, "split": "requests", "router": None,
+    "max_num_seqs": None, "max_num_batched_tokens": None, "kv_cache_tokens": None, "max_model_len": None,
+    "calibrate": True, "observed_replicas": None, "datasets": None,
+}
+
+
+ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two")  # None: assumed
+
+
+# the engine facts of the form: empty = read from the data (or vLLM's default, stated as assumed)
+ENGINE_FACTS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len")
+
+
+def economics_inputs(ws: Workspace) -> dict[str, Any]:
+    stored = ws.get_setting(SETTING_ECONOMICS, {}) or {}
+    return {**ECON_DEFAULTS, **{k: v for k, v in stored.items() if k in ECON_DEFAULTS}}
+
+
+def default_datasets(frame: pd.DataFrame) -> list[int]:
+    """Datasets to replay by default: every one that is not a single snapshot."""
+    keep = frame[~frame["snapshot"]]["dataset_id"].tolist()
+    return [int(i) for i in (keep or frame["dataset_id"].tolist())]
+
+
+MAX_SCENARIOS = 200  # a form that asks for more is refused: the page replays them one by one
+
+
+def scenario_inputs(form: Mapping[str, Any], labels: Sequence[str], rules: Sequence[tuple[str, str]],
+                    promises: Mapping[str, Mapping[str, Any]]) -> ScenarioInputs:
+    """The form's inputs as ``ScenarioInputs`` (what ``headroom scenarios`` runs), checked: a bad
+    range, multiplier, engine fact or price raises ``ValueError`` in words."""
+    replicas, traffic, context = grid_axes(form)
+    if len(replicas) * len(traffic) * len(context) > MAX_SCENARIOS:
+        raise ValueError(f"more than {MAX_SCENARIOS} scenarios: narrow the replica range or the multipliers")
+    breach = {**{p: float(v) for p, v in (form.get("breach") or {}).items()},
+              ANY_PATH: float(form["default_breach"])}
+    if form["price_basis"] == "replica-hour":
+        prices = Prices(replica_hour=float(form["replica_hour"]), breach=breach,
+                        horizon_hours=float(form["horizon_hours"]))
+    else:
+        prices = Prices.from_gpu(float(form["gpu_hour"]), float(form["gpus_per_replica"]), breach,
+                                 float(form["horizon_hours"]))
+    return ScenarioInputs(
+        datasets=tuple(int(i) for i in form.get("datasets") or ()),
+        promises=tuple(Promise(path=p, ttft_s=v.get("ttft_s"), tpot_s=v.get("tpot_s")) for p, v in promises.items()),
+        path_labels=tuple(labels), rules=tuple((str(a), str(b)) for a, b in rules), replicas=tuple(replicas),
+        traffic=tuple(traffic), context=tuple(context), seeds=int(form["seeds"]),
+        assumptions=Assumptions(**engine_facts(form)), observed_replicas=form.get("observed_replicas") or None,
+        calibrate=bool(form["calibrate"]), prices=prices, split=form["split"])
+
+
+def engine_facts(form: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine facts the user gave on the form (an empty field is left to the data), checked."""
+    out: dict[str, Any] = {}
+    for k in ENGINE_FACTS:
+        v = form.get(k)
+        if v is None or v == "":
+            continue
+        if int(v) < 1:
+            raise ValueError(f"{k}: must be at least 1 (leave it empty to read it from the data)")
+        out[k] = int(v)
+    if form.get("router"):
+        out["router"] = form["router"]
+    return out
+
+
+def grid_axes(form: Mapping[str, Any]) -> tuple[list[int], list[float], list[float]]:
+    """(replica counts, traffic multipliers, context multipliers) in the CLI's syntax."""
+    return (parse_replicas(str(form["replicas"])), parse_multipliers(str(form["traffic"]), "traffic"),
+            parse_multipliers(str(form["context"]), "context"))
+
+
+def price(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The priced scenarios document of a run (as ``headroom scenarios`` writes it): arithmetic on the
+    cached predictions, so a price change costs milliseconds."""
+    inputs: ScenarioInputs = run["scenario_inputs"]
+    return inputs.document(run["analysis"], run["predictions"], run.get("cross_check"), run.get("queueing"))
+
+
+def scenario_table(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per scenario and path (shares in %, costs in USD over the horizon)."""
+    rows = []
+    for r in doc["scenarios"]:
+        rows.append({
+            "N'": r["replicas"], "traffic": r["traffic"], "context": r["context"], "path": r["path"],
+            "joint breach %": pct(r["breach_share"]), "low %": pct(r["breach_share_low"]),
+            "high %": pct(r["breach_share_high"]), "TTFT %": pct(r["ttft_share"]),
+            "TPOT %": pct(r["tpot_share"]), "flags": "; ".join(r.get("flags") or r["extrapolation_reasons"]) or "",
+            "requests": r["requests"], "expected breaches": r["expected_breaches"],
+            "breach cost $": r["breach_cost"], "headroom cost $": r["headroom_cost"],
+            "total cost $": r["total_cost"], "cost per kept request $": r["cost_per_kept_request"],
+        })
+    return pd.DataFrame(rows)
+
+
+def fleet_frame(doc: Mapping[str, Any], traffic: float | None = None, context: float | None = None) -> pd.DataFrame:
+    frame = pd.DataFrame(doc["fleet"])
+    if frame.empty or traffic is None:
+        return frame
+    return frame[(frame["traffic"] == traffic) & (frame["context"] == context)].sort_values("replicas")
+
+
+def verdict(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per (traffic, context): the cheapest N', whether the interval ends agree, and the headroom cost
+    per request that kept the promise at that N' (every path together)."""
+    out = []
+    for c in doc["cheapest_by_traffic_context"]:
+        at = [r for r in doc["scenarios"] if (r["replicas"], r["traffic"], r["context"]) ==
+              (c["replicas"], c["traffic"], c["context"])]
+        headroom = sum(r["headroom_cost"] for r in at)
+        kept = sum(r["requests"] * (1 - r["breach_share"]) for r in at)
+        out.append({**c, "cost_per_kept_request": headroom / kept if kept > 0 else None})
+    return out
+
+
+def break_even_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per path: the price of one breach at which one more replica than the cheapest pays for itself."""
+    base = doc["cheapest"]
+    if not base:
+        return []
+    nxt = base["replicas"] + 1
+    computed = any(r["replicas"] == nxt and (r["traffic"], r["context"]) == (base["traffic"], base["context"])
+                   for r in doc["scenarios"])
+    out = []
+    for path, price in doc["break_even_breach_price"].items():
+        if not computed:
+            why = f"add N'={nxt} to the replica range to see it"
+        elif price is None:
+            why = f"replica {nxt} removes none of its breaches"
+        else:
+            why = f"**${price:.4f}** (entered: ${doc['prices']['breach'].get(path, 0):.4f})"
+        out.append(f"Break-even price of one **{path}** breach for replica {nxt}: {why}")
+    return out
+

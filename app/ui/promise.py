@@ -1,0 +1,144 @@
+"""The Promise page's logic: each path's promise (stored, preset or default), its tables of shares
+with their bounds, the headline numbers, the bucket-bound notes and the alert summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from app import promise as pm
+from app.store import Workspace
+from app.ui.units import pct
+
+SETTING_PROMISES = "promises"
+
+
+PROMISE_FIELDS = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "target")
+
+
+CUSTOM = "custom"
+
+
+def default_promise(path: str) -> dict[str, Any]:
+    """A starting promise: MLPerf v5.1 Llama 3.1 8B Interactive for paths that say so, else Server."""
+    lowered = path.lower()
+    name = ("mlperf-v5.1-llama3.1-8b-interactive" if any(w in lowered for w in ("interactive", "chat"))
+            else "mlperf-v5.1-llama3.1-8b-server")
+    return preset_values(name)
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    p = pm.presets()[name]
+    return {"preset": name, "ttft_s": float(p["ttft_s"]), "tpot_s": float(p["tpot_s"]), "e2e_s": None,
+            "queue_s": None, "target": float(p["target"])}
+
+
+def stored_promises(ws: Workspace, paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The promise of each path: as stored in the workspace, else ``default_promise``."""
+    stored = ws.get_setting(SETTING_PROMISES, {}) or {}
+    return {p: {**default_promise(p), **stored.get(p, {})} for p in paths}
+
+
+def promise_tuple(path: str, values: Mapping[str, Any]) -> tuple:
+    """A promise as a plain hashable tuple (path, ttft_s, tpot_s, e2e_s, queue_s, target): cache keys."""
+    return (path, *[None if values.get(f) is None else float(values[f]) for f in PROMISE_FIELDS])
+
+
+def to_promises(tuples: Iterable[tuple]) -> list[pm.Promise]:
+    return [pm.Promise(path=t[0], ttft_s=t[1], tpot_s=t[2], e2e_s=t[3], queue_s=t[4], target=t[5]) for t in tuples]
+
+
+SIGNAL_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "queue": "queue"}
+
+
+def promise_tables(frame: pd.DataFrame, exact_joint: Mapping[str, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per path: requests, joint interval, attainment, verdict, budget;
+    one row per path and signal: threshold, share with [low, high], exact or estimate, basis).
+    Shares are percentages."""
+    summary, marginals = [], []
+    for _, row in frame.iterrows():
+        doc = pm.path_report(row, exact_share=exact_joint.get(row["path"]))
+        joint = doc["joint"]
+        summary.append({
+            "path": doc["path"], "requests": doc["requests"], "failed": doc["failed_requests"],
+            "joint breach low %": pct(joint["share_low"]), "joint breach high %": pct(joint["share_high"]),
+            "joint exact %": pct(joint["exact_share"]), "target %": pct(doc["target"]),
+            "attainment low %": pct(doc["attainment_low"]), "attainment high %": pct(doc["attainment_high"]),
+            "meets target": {True: "yes", False: "no", None: "undetermined"}[doc["meets_target"]],
+            "budget remaining %": pct(doc["budget_remaining"]),
+            "budget remaining (best case) %": pct(doc["budget_remaining_best"]),
+        })
+        for signal, label in SIGNAL_NAMES.items():
+            m = doc[signal]
+            if m is None:
+                continue
+            basis = "per token (ITL)" if m.get("basis") == "tokens" else "per request"
+            marginals.append({
+                "path": doc["path"], "signal": label, "threshold (s)": m["threshold_s"],
+                "breach %": pct(m["share"]), "low %": pct(m["share_low"]), "high %": pct(m["share_high"]),
+                "exact": {True: "exact", False: "estimate", None: "no data"}[m["exact"]],
+                "basis": basis if signal == "tpot" else "per request",
+            })
+    return pd.DataFrame(summary), pd.DataFrame(marginals)
+
+
+def headlines(summary: pd.DataFrame, marginals: pd.DataFrame) -> dict[str, list[tuple[str, str, str]]]:
+    """Per path, (label, value, help) for a row of metrics: each threshold's share, the joint share and
+    the verdict against the target."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for s in summary.to_dict("records"):
+        items = []
+        for m in marginals[marginals["path"] == s["path"]].to_dict("records"):
+            exact = m["exact"] == "exact"
+            items.append((f"{m['signal']} > {m['threshold (s)']:g} s" + ("" if exact else " (estimate)"),
+                          f"{m['breach %']:.2f} %",
+                          "exact: the threshold is a bucket bound" if exact else
+                          f"interpolated inside its bucket; bounds {m['low %']:.2f}–{m['high %']:.2f} %"))
+        if s["joint exact %"] is not None and not pd.isna(s["joint exact %"]):
+            items.append(("joint breach (exact)", f"{s['joint exact %']:.2f} %", "from per-request records"))
+        else:
+            items.append(("joint breach", f"{s['joint breach low %']:.2f}–{s['joint breach high %']:.2f} %",
+                          "Fréchet interval: the marginals do not identify the joint share"))
+        items.append((f"meets {s['target %']:g} %", s["meets target"],
+                      f"attainment {s['attainment low %']:.2f}–{s['attainment high %']:.2f} %"))
+        out[s["path"]] = items
+    return out
+
+
+def bound_notes(marginals: pd.DataFrame, bounds: Mapping[str, Sequence[float]]) -> list[str]:
+    """One line per threshold that is not a bucket bound, with the neighbouring bounds to pick instead."""
+    notes = []
+    signal_of = {v: k for k, v in SIGNAL_NAMES.items()}
+    estimates = marginals[marginals["exact"] == "estimate"] if len(marginals) else marginals
+    for _, row in estimates.iterrows():
+        signal = signal_of[row["signal"]]
+        les = bounds.get("itl" if signal == "tpot" and row["basis"] != "per request" else signal, [])
+        t = row["threshold (s)"]
+        below = max((b for b in les if b < t), default=None)
+        above = min((b for b in les if b > t), default=None)
+        near = " or ".join(f"{b:g} s" for b in (below, above) if b is not None)
+        notes.append(f"{row['path']}: {row['signal']} {t:g} s is not a bucket bound, so its share is an "
+                     f"interpolated estimate inside [{row['low %']:.2f} %, {row['high %']:.2f} %]. Use {near}, "
+                     f"or add {t:g} to the histogram's buckets, to make it exact.")
+    return notes
+
+
+ALERT_LABELS = {"page_1h": "page 1h/5m", "page_6h": "page 6h/30m", "ticket_3d": "ticket 3d/6h"}
+
+
+def alert_summary(alerts: pd.DataFrame) -> pd.DataFrame:
+    """The latest state of each alert rule per path, and how many windows fired."""
+    if alerts.empty:
+        return pd.DataFrame()
+    rows = []
+    for path, part in alerts.sort_values("window_start").groupby("path", sort=True):
+        last = part.iloc[-1]
+        row = {"path": path, "at": last["window_start"]}
+        for key, label in ALERT_LABELS.items():
+            state = last[key] if isinstance(last[key], str) else "n/a"
+            row[label] = f"{state} ({int((part[key] == 'firing').sum())} windows firing)"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
