@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from app import export_formats as ef
 from app.ingest import open_source, stage
 from app.ingest.base import Staged
+from tests.support import export_formats as ef
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # copies of the public captures
 REAL_CAPTURES = sorted(REAL.glob("*.prom"))
