@@ -154,6 +154,7 @@ def exposition(draw) -> tuple[str, str]:
     return newline.join(lines) + draw(st.sampled_from(["", newline])), newline
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(exposition())
 def test_generated_text_samples_equal_prometheus_client(tmp_path_factory, generated) -> None:
