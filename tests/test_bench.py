@@ -94,6 +94,7 @@ def test_text_exposition_round_trip(whole: str, tmp_path: Path) -> None:
     assert compare(text_cube, _cube([whole])) is None
 
 
+@pytest.mark.slow
 def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     out = io.StringIO()
     with redirect_stdout(out):

@@ -32,6 +32,7 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_scenarios_json_document(export: Path, tmp_path: Path) -> None:
     db = str(tmp_path / "ws.duckdb")
     code, out, err = run(["scenarios", str(export), "--db", db, "--replicas", "2:3", "--replica-hour-price", "4",
@@ -100,6 +101,7 @@ def minimal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return folder / "minimal.parquet", folder / "bare.parquet"
 
 
+@pytest.mark.slow
 def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tuple[Path, Path]) -> None:
     code, out, err = run(["scenarios", str(minimal[0]), "--replicas", "2:3", "--replica-hour-price", "4",
                           "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--max-num-seqs", "256",
@@ -122,6 +124,7 @@ def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tupl
     assert "| kv_tokens |" in text and "| fitted | by simulation" in text and "Residual at the observed" in text
 
 
+@pytest.mark.slow
 def test_a_model_the_data_cannot_identify_is_flagged_not_refused(minimal: tuple[Path, Path]) -> None:
     code, out, err = run(["scenarios", str(minimal[1]), "--replicas", "2:3", "--replica-hour-price", "4",
                           "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--format", "json"])

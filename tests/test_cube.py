@@ -225,6 +225,7 @@ def _oracle_total(values_: list[float]) -> float:
     return total
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     steps=st.lists(st.tuples(st.integers(0, 50), st.booleans()), min_size=2, max_size=60),

@@ -102,7 +102,6 @@ def test_the_fit_follows_the_engine_not_the_twins_defaults() -> None:
     assert large.step_time(8) > 1.8 * small.step_time(8)
 
 
-@pytest.mark.slow
 def test_a_grid_row_replays_the_same_requests_unchanged() -> None:
     """The runs of a grid row share one synthesized request set (scenarios._run's cache): a run must
     not change it, so the second N' gives exactly what a replay with its own requests gives."""

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import export_formats as ef
 from app import load
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
+from tests.support import export_formats as ef
 
 START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 BOUNDS = ["0.1", "0.5", "1.0", "2.5", "+Inf"]

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import export_formats as ef
 from app import load
 from app.ingest import open_source
 from app.ingest.base import IngestError
 from app.ingest.detect import detect
 from app.store import Workspace
+from tests.support import export_formats as ef
 
 FRAME = pd.DataFrame({
     "metric": ["vllm:num_requests_running", "vllm:prompt_tokens_total"],

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from app import export_formats as ef
 from app.ingest import open_source, stage
 from app.ingest.base import Staged
+from tests.support import export_formats as ef
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # copies of the public captures
 REAL_CAPTURES = sorted(REAL.glob("*.prom"))
@@ -154,6 +154,7 @@ def exposition(draw) -> tuple[str, str]:
     return newline.join(lines) + draw(st.sampled_from(["", newline])), newline
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(exposition())
 def test_generated_text_samples_equal_prometheus_client(tmp_path_factory, generated) -> None:

@@ -11,7 +11,7 @@ What the tests show, for TTFT and TPOT bucket bounds and ``_count`` of both path
 
 - the backfill keeps every sample (so PromQL and Headroom read the same data);
 - ``sum by (model_name) (increase(...[w]))`` is PromQL's ``extrapolatedRate`` of the raw samples
-  (``tests/promql_oracle.py``, version-aware: 2.42 selects ``[T_s, T_e]`` and clamps at zero before
+  (``tests/support/promql_oracle.py``, version-aware: 2.42 selects ``[T_s, T_e]`` and clamps at zero before
   the 1.1 x interval test; 3.x selects ``(T_s, T_e]`` and tests first) to 1e-9;
 - per series, Headroom's window increase = the delta from the last sample before the window
   (``d0``) + the in-range increase, and PromQL = the in-range increase x (sampled + dStart + dEnd) /
@@ -39,14 +39,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import export_formats as ef
 from app import load
 from app.cube import cube_frame, ensure_cube
 from app.promise import Promise, shares
 from app.simulator import simulate_day
 from app.store import Workspace
 from tests.conftest import IN_CI
-from tests.promql_oracle import PROMETHEUS_2, PROMETHEUS_3, Extrapolation, Semantics, extrapolate, in_range
+from tests.support import export_formats as ef
+from tests.support.promql_oracle import (
+    PROMETHEUS_2,
+    PROMETHEUS_3,
+    Extrapolation,
+    Semantics,
+    extrapolate,
+    in_range,
+)
 
 pytestmark = pytest.mark.prometheus
 

@@ -25,7 +25,7 @@ import pytest
 from app.cli import main
 from app.store import data_dir
 from tests.conftest import REAL_CAPTURES
-from tests.report_truth import observed_shares, population_bounds, populations, served_names
+from tests.support.report_truth import observed_shares, population_bounds, populations, served_names
 
 SAMPLE = data_dir() / "sample"
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

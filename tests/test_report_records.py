@@ -7,7 +7,7 @@ like the bundled sample and loaded from those files. For both paths and promises
 bucket bounds, the report (over the whole export) must hold the exact shares of the records:
 
 - TTFT and TPOT marginals: inside [share_low, share_high], equal to the share when the threshold is
-  a bound — on the population the metrics saw (``tests/report_truth.py``: first tokens and finishes
+  a bound — on the population the metrics saw (``tests/support/report_truth.py``: first tokens and finishes
   that died with the crashed process are in the records but in no histogram);
 - the joint share: inside the Fréchet interval widened only by the population-edge counts (TTFT
   counts first tokens, TPOT finishes), for the finished population (``true_shares``) and for the
@@ -33,7 +33,13 @@ from app.simulator import simulate_day
 from app.simulator.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS
 from app.simulator.sample import write_metrics_parquet, write_records_parquet
 from app.store import Workspace
-from tests.report_truth import Populations, observed_shares, population_bounds, populations, served_names
+from tests.support.report_truth import (
+    Populations,
+    observed_shares,
+    population_bounds,
+    populations,
+    served_names,
+)
 
 TTFT_S = [0.5, 0.6, 0.25, 1.0, 2.5, 5.0]
 TPOT_S = [0.025, 0.03, 0.05, 0.1]

@@ -1,4 +1,4 @@
-"""Write a frame of samples in every export format Headroom reads (for tests and the simulator).
+"""Write a frame of samples in every export format Headroom reads (test support; not shipped in ``app``).
 
 The frame has columns ``metric`` (sample name as exposed, e.g. ``vllm:prompt_tokens_total``,
 ``vllm:time_to_first_token_seconds_bucket``), ``labels`` (dict of label name → value, ``le``

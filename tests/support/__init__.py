@@ -1,0 +1,1 @@
+"""Helpers the tests share and nothing else imports: export writers, a PromQL oracle, report truth."""
