@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 import os
 import sys
@@ -117,7 +116,7 @@ def cmd_cube(args: argparse.Namespace) -> int:
         frame = cube_frame(ws, ensure_cube(ws, ids, window_s, labels)) if ids else None
     records = _cube_records(frame) if frame is not None else []
     if args.format == "json":
-        _write(json.dumps(records, indent=1))
+        _write(dumps(records, indent=1))
     else:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=["window_start", "path", "signal", "le", "stat", "value"],
@@ -307,10 +306,10 @@ def cmd_saved(args: argparse.Namespace) -> int:
         try:
             if args.action == "list":
                 rows = [{"name": n, "saved_at": saved.get(ws, n)["saved_at"]} for n in saved.names(ws)]
-                _write(json.dumps(rows, indent=2) if args.format == "json" else
+                _write(dumps(rows) if args.format == "json" else
                        "\n".join(f"{r['name']}\t{r['saved_at']}" for r in rows) or "no saved scenario set")
             elif args.action == "show":
-                _write(json.dumps(saved.get(ws, _one(args))["document"], indent=2))
+                _write(dumps(saved.get(ws, _one(args))["document"]))
             elif args.action == "export":
                 _write(saved.export_json(ws, args.names or None))
             elif args.action == "import":
@@ -322,7 +321,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
                 if len(args.names) != 2:
                     raise ValueError("compare takes two saved set names")
                 rows = saved.compare(saved.get(ws, args.names[0]), saved.get(ws, args.names[1]))
-                _write(json.dumps(rows, indent=2) if args.format == "json" else _compare_text(args.names, rows))
+                _write(dumps(rows) if args.format == "json" else _compare_text(args.names, rows))
         except (ValueError, OSError) as exc:
             sys.stderr.write(f"headroom saved: {exc}\n")
             return 1

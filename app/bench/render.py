@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from app.bench.measure import Result
+from app.jsonable import dumps
 
 GOALS = {
     ("text_ingest", "prometheus_client"): "≥ 15× and ≥ 1.5 M lines/s",
@@ -29,7 +29,7 @@ def document(machine: dict[str, Any], results: list[Result], growth: float | Non
 
 
 def to_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2)
+    return dumps(doc)
 
 
 def _num(x: float | None, unit: str = "") -> str:

@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from app.jsonable import dumps
 from app.store import Workspace
 
 SETTING = "scenario_sets"
@@ -49,7 +50,7 @@ def delete(ws: Workspace, name: str) -> None:
 
 def export_json(ws: Workspace, which: list[str] | None = None) -> str:
     chosen = {n: get(ws, n) for n in (which or names(ws))}
-    return json.dumps({"format": FORMAT, "sets": chosen}, indent=2, default=str)
+    return dumps({"format": FORMAT, "sets": chosen})
 
 
 def import_json(ws: Workspace, text: str) -> list[str]:

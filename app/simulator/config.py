@@ -73,9 +73,6 @@ class StepTime:
     frontend_s: float = 0.002  # API server: request parsing before the engine sees the request
     frontend_per_token_s: float = 2.0e-7  # tokenization, per prompt token
 
-    def frontend_delay(self, prompt_tokens: float) -> float:
-        return self.frontend_s + self.frontend_per_token_s * prompt_tokens
-
 
 @dataclass(frozen=True)
 class Restart:
