@@ -15,22 +15,13 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail, json_object_limit
+from app.ingest.base import Source, Staged, fail, read_json
 from app.ingest.text import empty_tables
 
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Stage an AIPerf server-metrics JSON-lines export."""
-    try:
-        sql.materialize(
-            con,
-            "ingest__aiperf_entries",
-            "aiperf_entries",
-            path=str(src.path),
-            max_object_size=json_object_limit(src),
-        )
-    except duckdb.Error as exc:
-        raise fail(src, "not an AIPerf server_metrics_export.jsonl: " + str(exc).splitlines()[0]) from None
+    read_json(con, src, "ingest__aiperf_entries", "aiperf_entries", "an AIPerf server_metrics_export.jsonl")
     n_null, n_shapeless, shapeless_family, n_lines, first_untimed = sql.rows(con, "ingest__aiperf_summary")[0]
     if first_untimed is not None:
         raise fail(src, "the record has no timestamp_ns", line=first_untimed)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import duckdb
 
+from app import sql
+
 FORMATS = (
     "prometheus-text",  # text exposition 0.0.4
     "openmetrics",  # OpenMetrics 1.0 text
@@ -76,8 +78,17 @@ def json_object_limit(src: Source) -> int:
     return max(1 << 20, min(src.path.stat().st_size + 1024, (1 << 31) - 1))
 
 
+def read_json(con: duckdb.DuckDBPyConnection, src: Source, query: str, table: str, what: str) -> None:
+    """Materialize a JSON reader's ``query`` over ``src`` as ``table``; a file DuckDB cannot read as that
+    JSON fails as ``not <what>: <DuckDB's first line>``."""
+    try:
+        sql.materialize(con, query, table, path=str(src.path), max_object_size=json_object_limit(src))
+    except duckdb.Error as exc:
+        raise fail(src, f"not {what}: " + str(exc).splitlines()[0]) from None
+
+
 def fail(src: Source, what: str, line: int | None = None, series: str | None = None) -> IngestError:
     return IngestError(src.display, what, line=line, series=series)
 
 
-__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail", "json_object_limit"]
+__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail", "json_object_limit", "read_json"]

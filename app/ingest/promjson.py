@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged, fail, json_object_limit
+from app.ingest.base import IngestError, Source, Staged, fail, read_json
 from app.ingest.text import empty_tables, shorten
 
 MAX_REPORTED = 4
@@ -20,16 +20,7 @@ MAX_REPORTED = 4
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Stage a Prometheus API JSON file."""
-    try:
-        sql.materialize(
-            con,
-            "ingest__promjson_responses",
-            "promjson_responses",
-            path=str(src.path),
-            max_object_size=json_object_limit(src),
-        )
-    except duckdb.Error as exc:
-        raise fail(src, "not a Prometheus API JSON file: " + str(exc).splitlines()[0]) from None
+    read_json(con, src, "ingest__promjson_responses", "promjson_responses", "a Prometheus API JSON file")
     sql.materialize(con, "ingest__promjson_series", "promjson_series")
     problems = sql.rows(con, "ingest__promjson_problems", max_rows=MAX_REPORTED)
     if problems:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail, json_object_limit
+from app.ingest.base import Source, Staged, fail, read_json
 from app.ingest.text import also_bad, empty_tables, shorten
 
 MAX_REPORTED = 4
@@ -17,12 +17,7 @@ MAX_REPORTED = 4
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Stage a VictoriaMetrics JSON-lines export."""
-    try:
-        sql.materialize(
-            con, "ingest__vm_series", "vm_series", path=str(src.path), max_object_size=json_object_limit(src)
-        )
-    except duckdb.Error as exc:
-        raise fail(src, "not a VictoriaMetrics JSON-lines export: " + str(exc).splitlines()[0]) from None
+    read_json(con, src, "ingest__vm_series", "vm_series", "a VictoriaMetrics JSON-lines export")
     problems = sql.rows(con, "ingest__vm_problems", max_rows=MAX_REPORTED)
     if problems:
         line_no, display, problem, n_bad = problems[0]

@@ -44,6 +44,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from app.simulator import stretch
 from app.simulator.config import EngineConfig, StepTime
 
 INF = math.inf
@@ -239,36 +240,11 @@ class Replica:
 
     def _first_tau_at_least(self, y: float) -> int:
         """Smallest k >= 0 with tau(k) >= y (= number of steps that start before T + y)."""
-        if y <= 0:
-            return 0
-        f, A, dl = self.s_f, self.s_A, self.s_delta
-        if dl > 0:
-            bq = A - dl * 0.5
-            k = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
-        else:
-            k = int(y / (f * A))
-        # tau inlined (the same expression as _tau): this runs for every arrival during a stretch
-        while k > 0 and f * ((k - 1) * A + dl * (k - 1) * (k - 2) * 0.5) >= y:
-            k -= 1
-        while f * (k * A + dl * k * (k - 1) * 0.5) < y:
-            k += 1
-        return k
+        return stretch.first_tau_at_least(self.s_f, self.s_A, self.s_delta, y)
 
     def _steps_ending_by(self, y: float) -> int:
         """Largest m >= 0 with tau(m) <= y (= number of steps that end by T + y)."""
-        if y < 0:
-            return 0
-        f, A, dl = self.s_f, self.s_A, self.s_delta
-        if dl > 0:
-            bq = A - dl * 0.5
-            m = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
-        else:
-            m = int(y / (f * A))
-        while m > 0 and f * (m * A + dl * m * (m - 1) * 0.5) > y:
-            m -= 1
-        while f * ((m + 1) * A + dl * (m + 1) * m * 0.5) <= y:
-            m += 1
-        return m
+        return stretch.steps_ending_by(self.s_f, self.s_A, self.s_delta, y)
 
     def _cum(self, k: int) -> int:
         """KV blocks the first k steps of the stretch allocate."""

@@ -30,6 +30,7 @@ from numba import njit
 
 # error_model="numpy": no zero-divisor check on integer // and % (no divisor here can be 0); float
 # arithmetic is IEEE either way, so results do not change
+from app.simulator import stretch
 from app.simulator.config import NO_EVENTS, FleetConfig
 from app.simulator.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
 from app.simulator.trace import Trace
@@ -264,38 +265,18 @@ def _tau(rp, r, k):
     return rp[r].s_f * (k * rp[r].s_A + rp[r].s_delta * k * (k - 1) * 0.5)
 
 
+_first_steps = njit(cache=True, error_model="numpy")(stretch.first_tau_at_least)
+_steps_by = njit(cache=True, error_model="numpy")(stretch.steps_ending_by)
+
+
 @njit(cache=True, error_model="numpy")
 def _first_tau_at_least(rp, r, y):
-    if y <= 0:
-        return 0
-    f, A_, dl = rp[r].s_f, rp[r].s_A, rp[r].s_delta
-    if dl > 0:
-        bq = A_ - dl * 0.5
-        k = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
-    else:
-        k = int(y / (f * A_))
-    while k > 0 and f * ((k - 1) * A_ + dl * (k - 1) * (k - 2) * 0.5) >= y:
-        k -= 1
-    while f * (k * A_ + dl * k * (k - 1) * 0.5) < y:
-        k += 1
-    return k
+    return _first_steps(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
 
 
 @njit(cache=True, error_model="numpy")
 def _steps_ending_by(rp, r, y):
-    if y < 0:
-        return 0
-    f, A_, dl = rp[r].s_f, rp[r].s_A, rp[r].s_delta
-    if dl > 0:
-        bq = A_ - dl * 0.5
-        m = int(max(0.0, (-bq + math.sqrt(bq * bq + 2 * dl * y / f)) / dl))
-    else:
-        m = int(y / (f * A_))
-    while m > 0 and f * (m * A_ + dl * m * (m - 1) * 0.5) > y:
-        m -= 1
-    while f * ((m + 1) * A_ + dl * (m + 1) * m * 0.5) <= y:
-        m += 1
-    return m
+    return _steps_by(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
 
 
 @njit(cache=True, error_model="numpy")
