@@ -87,96 +87,77 @@ def _path(name: str, rate: float, prompt: float, sigma: float, output: float, **
                     output_median=output, **kw)
 
 
-FAMILY: tuple[FleetCase, ...] = (
-    FleetCase(
-        name="f1-chat-2x", about="2 replicas of a small model, chat prompts (~300 tokens), a 30k-token KV cache "
-        "with max_model_len 16384, max_num_seqs 48, a 1024-token budget; round-robin router, jittery steps",
-        fleet=FleetConfig(
-            replicas=2, router="round_robin",
-            engine=EngineConfig(model="m1", max_num_seqs=48, max_num_batched_tokens=1024, num_gpu_blocks=1875,
-                                max_model_len=16384),
-            step=StepTime(base_s=0.008, per_decode_seq_s=6e-4, per_prefill_token_s=4e-5, per_context_token_s=4e-8,
-                          per_prefill_pair_s=1e-9, noise_sigma=0.08)),
-        traffic=TrafficSpec(paths=(
-            _path("k7", 2.0, 300, 0.6, 180, bursty=True, max_tokens=800),
-            _path("q2", 0.7, 420, 0.5, 320, max_tokens=1024)), max_model_len=16384, bursts_per_day=36),
-        promises={"k7": (0.5, 0.05), "q2": (1.0, 0.05)}, hours=3.0,
-        given={"max_num_seqs": 48, "max_num_batched_tokens": 1024, "max_model_len": 16384}),
-    FleetCase(
-        name="f2-rag-4x", about="4 replicas, RAG prompts (~2k) beside chat, 60k-token KV, max_num_seqs 128, a "
-        "2048-token budget, slower steps (12 ms + 0.3 ms/seq); power-of-two router",
-        fleet=FleetConfig(
-            replicas=4, router="power_of_two",
-            engine=EngineConfig(model="m2", max_num_seqs=128, max_num_batched_tokens=2048, num_gpu_blocks=3750),
-            step=StepTime(base_s=0.012, per_decode_seq_s=3e-4, per_prefill_token_s=8e-5, per_context_token_s=1e-7,
-                          noise_sigma=0.05)),
-        traffic=TrafficSpec(paths=(
-            _path("svc-a", 1.8, 2000, 0.5, 220, bursty=True, max_tokens=1024),
-            _path("svc-b", 2.7, 300, 0.7, 200, max_tokens=1024)), bursts_per_day=30),
-        promises={"svc-a": (1.0, 0.05), "svc-b": (0.5, 0.05)},
-        given={"max_num_seqs": 128, "max_num_batched_tokens": 2048}),
-    FleetCase(
-        name="f3-long-3x", about="3 replicas of a large model on a big cache (250k tokens), long-context batch "
-        "(~8k, a tail to 30k) and RAG, max_num_seqs 64, a 4096-token budget, 22 ms steps, 5k prefill tokens/s; "
-        "random router, a 2 % admission watermark",
-        fleet=FleetConfig(
-            replicas=3, router="random",
-            engine=EngineConfig(model="m3", max_num_seqs=64, max_num_batched_tokens=4096, num_gpu_blocks=15625,
-                                admission_watermark=0.02),
-            step=StepTime(base_s=0.022, per_decode_seq_s=5e-4, per_prefill_token_s=2e-4, per_context_token_s=8e-8,
-                          per_prefill_pair_s=3e-9, noise_sigma=0.04)),
-        traffic=TrafficSpec(paths=(
-            _path("t1", 0.11, 8000, 0.4, 600, long_share=0.15, long_min=12000, long_max=30000, max_tokens=1536),
-            _path("t2", 0.5, 2000, 0.5, 300, bursty=True, max_tokens=1024)), bursts_per_day=24),
-        promises={"t1": (10.0, 0.1), "t2": (2.5, 0.1)}, hours=3.0,
-        given={"max_num_seqs": 64, "max_num_batched_tokens": 4096}),
-    FleetCase(
-        name="f4-wide-8x", about="8 replicas, chat and RAG, 120k-token KV, max_num_seqs 192, a 6144-token budget, "
-        "15 ms steps that grow faster than linearly in the batch; admission without reserving the whole prompt",
-        fleet=FleetConfig(
-            replicas=8, router="least_outstanding",
-            engine=EngineConfig(model="m4", max_num_seqs=192, max_num_batched_tokens=6144, num_gpu_blocks=7500,
-                                reserve_full_prompt=False),
-            step=StepTime(base_s=0.015, per_decode_seq_s=1.5e-4, per_decode_seq_sq_s=1.5e-6,
-                          per_prefill_token_s=5e-5, per_context_token_s=6e-8, noise_sigma=0.03)),
-        traffic=TrafficSpec(paths=(
-            _path("blue", 10.8, 350, 0.7, 250, bursty=True, max_tokens=1024),
-            _path("green", 3.45, 1800, 0.5, 300, max_tokens=1024)), bursts_per_day=30),
-        promises={"blue": (0.5, 0.05), "green": (1.0, 0.075)},
-        given={"max_num_seqs": 192, "max_num_batched_tokens": 6144}),
-    FleetCase(
-        name="f5-tight-6x", about="6 replicas on a tight 40k-token cache, RAG-heavy, max_num_seqs 96, a 4096-token "
-        "budget, 10 ms + 1 ms per sequence; power-of-two router, a 1 % watermark, a restart and a scrape gap; the "
-        "operator passes no flags (every engine limit read from the data or assumed)",
-        fleet=FleetConfig(
-            replicas=6, router="power_of_two",
-            engine=EngineConfig(model="m5", max_num_seqs=96, max_num_batched_tokens=4096, num_gpu_blocks=2500,
-                                admission_watermark=0.01),
-            step=StepTime(base_s=0.010, per_decode_seq_s=1e-3, per_prefill_token_s=6.7e-5, per_context_token_s=5e-8,
-                          noise_sigma=0.05)),
-        traffic=TrafficSpec(paths=(
-            _path("x1", 1.5, 2200, 0.6, 250, bursty=True, max_tokens=1024),
-            _path("x2", 0.8, 600, 0.6, 180, max_tokens=512)), bursts_per_day=30),
-        promises={"x1": (1.0, 0.075), "x2": (0.5, 0.075)}, hours=3.0,
-        events=Events(restarts=(Restart(replica=1, at_s=4200.0, down_s=240.0),),
-                      scrape_gaps=(ScrapeGap(start_s=7000.0, duration_s=300.0),))),
-    FleetCase(
-        name="f6-three-5x", about="5 replicas of a slow large model (30 ms steps, 8k prefill tokens/s), three "
-        "paths (chat, RAG, 9k batch), 90k-token KV, max_num_seqs 160, a 3072-token budget; random router, noisy "
-        "steps",
-        fleet=FleetConfig(
-            replicas=5, router="random",
-            engine=EngineConfig(model="m6", max_num_seqs=160, max_num_batched_tokens=3072, num_gpu_blocks=5625),
-            step=StepTime(base_s=0.030, per_decode_seq_s=1e-4, per_prefill_token_s=1.25e-4, per_context_token_s=5e-8,
-                          per_prefill_pair_s=2e-9, noise_sigma=0.1)),
-        traffic=TrafficSpec(paths=(
-            _path("a", 2.0, 300, 0.6, 200, bursty=True, max_tokens=768),
-            _path("b", 0.9, 2000, 0.5, 250, max_tokens=1024),
-            _path("c", 0.12, 9000, 0.35, 500, max_tokens=1024)), bursts_per_day=30),
-        promises={"a": (0.75, 0.05), "b": (2.5, 0.05), "c": (10.0, 0.075)},
-        given={"max_num_seqs": 160, "max_num_batched_tokens": 3072}),
-)
+def _case(name: str, about: str, replicas: int, router: str, engine: EngineConfig, step: StepTime,
+          paths: tuple[PathSpec, ...], promises: dict[str, tuple[float, float]], flags: tuple[str, ...] = (),
+          **kw: Any) -> FleetCase:
+    """A fleet of the family; ``flags``: the engine limits its operator passes at launch (the fit's
+    ``given``, with the engine's own values); ``kw``: the traffic's other fields and the case's."""
+    traffic = {k: kw.pop(k) for k in ("bursts_per_day", "max_model_len") if k in kw}
+    return FleetCase(name=name, about=about, fleet=FleetConfig(replicas=replicas, router=router, engine=engine,
+                                                               step=step),
+                     traffic=TrafficSpec(paths=paths, **traffic), promises=promises,
+                     given={k: getattr(engine, k) for k in flags}, **kw)
 
+
+FAMILY: tuple[FleetCase, ...] = (
+    _case("f1-chat-2x", "2 replicas of a small model, chat prompts (~300 tokens), a 30k-token KV cache "
+          "with max_model_len 16384, max_num_seqs 48, a 1024-token budget; round-robin router, jittery steps",
+          2, "round_robin", EngineConfig(model="m1", max_num_seqs=48, max_num_batched_tokens=1024, num_gpu_blocks=1875,
+              max_model_len=16384),
+          StepTime(base_s=0.008, per_decode_seq_s=6e-4, per_prefill_token_s=4e-5, per_context_token_s=4e-8,
+              per_prefill_pair_s=1e-9, noise_sigma=0.08),
+          (_path("k7", 2.0, 300, 0.6, 180, bursty=True, max_tokens=800),
+           _path("q2", 0.7, 420, 0.5, 320, max_tokens=1024)), max_model_len=16384, bursts_per_day=36,
+          promises={"k7": (0.5, 0.05), "q2": (1.0, 0.05)}, hours=3.0, flags=("max_num_seqs", "max_num_batched_tokens", "max_model_len")),
+    _case("f2-rag-4x", "4 replicas, RAG prompts (~2k) beside chat, 60k-token KV, max_num_seqs 128, a "
+          "2048-token budget, slower steps (12 ms + 0.3 ms/seq); power-of-two router",
+          4, "power_of_two", EngineConfig(model="m2", max_num_seqs=128, max_num_batched_tokens=2048, num_gpu_blocks=3750),
+          StepTime(base_s=0.012, per_decode_seq_s=3e-4, per_prefill_token_s=8e-5, per_context_token_s=1e-7,
+              noise_sigma=0.05),
+          (_path("svc-a", 1.8, 2000, 0.5, 220, bursty=True, max_tokens=1024),
+           _path("svc-b", 2.7, 300, 0.7, 200, max_tokens=1024)), bursts_per_day=30,
+          promises={"svc-a": (1.0, 0.05), "svc-b": (0.5, 0.05)}, flags=("max_num_seqs", "max_num_batched_tokens")),
+    _case("f3-long-3x", "3 replicas of a large model on a big cache (250k tokens), long-context batch "
+          "(~8k, a tail to 30k) and RAG, max_num_seqs 64, a 4096-token budget, 22 ms steps, 5k prefill tokens/s; "
+          "random router, a 2 % admission watermark",
+          3, "random", EngineConfig(model="m3", max_num_seqs=64, max_num_batched_tokens=4096, num_gpu_blocks=15625,
+              admission_watermark=0.02),
+          StepTime(base_s=0.022, per_decode_seq_s=5e-4, per_prefill_token_s=2e-4, per_context_token_s=8e-8,
+              per_prefill_pair_s=3e-9, noise_sigma=0.04),
+          (_path("t1", 0.11, 8000, 0.4, 600, long_share=0.15, long_min=12000, long_max=30000, max_tokens=1536),
+           _path("t2", 0.5, 2000, 0.5, 300, bursty=True, max_tokens=1024)), bursts_per_day=24,
+          promises={"t1": (10.0, 0.1), "t2": (2.5, 0.1)}, hours=3.0, flags=("max_num_seqs", "max_num_batched_tokens")),
+    _case("f4-wide-8x", "8 replicas, chat and RAG, 120k-token KV, max_num_seqs 192, a 6144-token budget, "
+          "15 ms steps that grow faster than linearly in the batch; admission without reserving the whole prompt",
+          8, "least_outstanding", EngineConfig(model="m4", max_num_seqs=192, max_num_batched_tokens=6144, num_gpu_blocks=7500,
+              reserve_full_prompt=False),
+          StepTime(base_s=0.015, per_decode_seq_s=1.5e-4, per_decode_seq_sq_s=1.5e-6,
+              per_prefill_token_s=5e-5, per_context_token_s=6e-8, noise_sigma=0.03),
+          (_path("blue", 10.8, 350, 0.7, 250, bursty=True, max_tokens=1024),
+           _path("green", 3.45, 1800, 0.5, 300, max_tokens=1024)), bursts_per_day=30,
+          promises={"blue": (0.5, 0.05), "green": (1.0, 0.075)}, flags=("max_num_seqs", "max_num_batched_tokens")),
+    _case("f5-tight-6x", "6 replicas on a tight 40k-token cache, RAG-heavy, max_num_seqs 96, a 4096-token "
+          "budget, 10 ms + 1 ms per sequence; power-of-two router, a 1 % watermark, a restart and a scrape gap; the "
+          "operator passes no flags (every engine limit read from the data or assumed)",
+          6, "power_of_two", EngineConfig(model="m5", max_num_seqs=96, max_num_batched_tokens=4096, num_gpu_blocks=2500,
+              admission_watermark=0.01),
+          StepTime(base_s=0.010, per_decode_seq_s=1e-3, per_prefill_token_s=6.7e-5, per_context_token_s=5e-8,
+              noise_sigma=0.05),
+          (_path("x1", 1.5, 2200, 0.6, 250, bursty=True, max_tokens=1024),
+           _path("x2", 0.8, 600, 0.6, 180, max_tokens=512)), bursts_per_day=30,
+          promises={"x1": (1.0, 0.075), "x2": (0.5, 0.075)}, hours=3.0, events=Events(restarts=(Restart(replica=1, at_s=4200.0, down_s=240.0),),
+              scrape_gaps=(ScrapeGap(start_s=7000.0, duration_s=300.0),))),
+    _case("f6-three-5x", "5 replicas of a slow large model (30 ms steps, 8k prefill tokens/s), three "
+          "paths (chat, RAG, 9k batch), 90k-token KV, max_num_seqs 160, a 3072-token budget; random router, noisy "
+          "steps",
+          5, "random", EngineConfig(model="m6", max_num_seqs=160, max_num_batched_tokens=3072, num_gpu_blocks=5625),
+          StepTime(base_s=0.030, per_decode_seq_s=1e-4, per_prefill_token_s=1.25e-4, per_context_token_s=5e-8,
+              per_prefill_pair_s=2e-9, noise_sigma=0.1),
+          (_path("a", 2.0, 300, 0.6, 200, bursty=True, max_tokens=768),
+           _path("b", 0.9, 2000, 0.5, 250, max_tokens=1024),
+           _path("c", 0.12, 9000, 0.35, 500, max_tokens=1024)), bursts_per_day=30,
+          promises={"a": (0.75, 0.05), "b": (2.5, 0.05), "c": (10.0, 0.075)}, flags=("max_num_seqs", "max_num_batched_tokens")),
+)
 
 def case(name: str) -> FleetCase:
     for c in FAMILY:
