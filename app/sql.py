@@ -10,7 +10,7 @@ A query file holds one SQL statement and a header::
 
 Python loads a query by name and passes values only as ``$name`` parameters.
 Files under ``queries/macros/`` hold ``CREATE OR REPLACE MACRO`` statements run once per
-connection; files under ``queries/assert/`` return the rows that break an invariant.
+connection.
 """
 
 from __future__ import annotations
@@ -170,10 +170,6 @@ def macro_files() -> list[Path]:
     return sorted((queries_dir() / "macros").glob("*.sql"))
 
 
-def assert_files() -> list[Path]:
-    return sorted((queries_dir() / "assert").glob("*.sql"))
-
-
 def install_macros(con: duckdb.DuckDBPyConnection) -> None:
     """Create the non-TEMP macros of ``queries/macros`` (visible from every cursor)."""
     for path in macro_files():
@@ -181,16 +177,6 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
         for statement in body.split(";"):
             if statement.strip():
                 con.execute(statement)
-
-
-def relation(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> duckdb.DuckDBPyRelation:
-    """Bind query ``name`` with exactly its declared parameters; raise a readable error otherwise."""
-    q = get(name)
-    missing = set(q.params) - set(params)
-    extra = set(params) - set(q.params)
-    if missing or extra:
-        raise TypeError(f"query {name}: missing parameters {sorted(missing)}, unexpected {sorted(extra)}")
-    return con.sql(q.sql, params=params or None)
 
 
 def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):
