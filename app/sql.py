@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,10 @@ def macro_files() -> list[Path]:
     return sorted((queries_dir() / "macros").glob("*.sql"))
 
 
+# the connections install_macros ran on (weak: a closed, collected connection drops out)
+_WITH_MACROS: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+
+
 def install_macros(con: duckdb.DuckDBPyConnection) -> None:
     """Create the non-TEMP macros of ``queries/macros`` (visible from every cursor)."""
     for path in macro_files():
@@ -177,6 +182,16 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
         for statement in body.split(";"):
             if statement.strip():
                 con.execute(statement)
+    _WITH_MACROS.add(con)
+
+
+def ensure_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """``install_macros`` unless it already ran on ``con``: the ingest readers run on a workspace's
+    connection (macros installed at connect; no DDL wanted inside its load transaction) or on a bare
+    one (tests, tools). Asking DuckDB instead (``duckdb_functions()``) costs 30-80 ms a call, and a
+    failed probe would abort the caller's transaction."""
+    if con not in _WITH_MACROS:
+        install_macros(con)
 
 
 def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):

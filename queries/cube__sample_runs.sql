@@ -56,12 +56,7 @@ bounded as (
         scan_prev_us,
         scan_next_us,
         -- the start of the sample's window (lo_us, lo_us + width], in µs (as cube__series_windows)
-        t_us - 1 - ((t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000))
-        - case
-            when (t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000) < 0
-                then $window_s::bigint * 1000000
-            else 0
-        end as lo_us
+        window_lo_us(t_us, $window_s) as lo_us
     from scanned
 ),
 
@@ -81,7 +76,7 @@ final as (
     where b.run_start
         or b.run_end
         or b.scan_prev_us <= b.lo_us
-        or b.scan_next_us > b.lo_us + $window_s::bigint * 1000000
+        or b.scan_next_us > b.lo_us + window_us($window_s)
         or (c.rule = 1 and b.value < b.scan_prev_value)
         or (c.rule = 2 and b.value != b.scan_prev_value)
         or c.rule = 4

@@ -8,8 +8,7 @@ select
     series_key,
     value,
     ts_raw,
-    case when abs(ts_raw * $ts_unit_us) < 2.5e17
-        then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end,
+    ts_from_unit(ts_raw, $ts_unit_us),
     true
 from text_slow
 where class = 'sample' and problem is null

@@ -4,6 +4,5 @@
 -- grain: DML; updates one row per sample with a timestamp
 -- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps
 update text_split
-set ts = case when abs(ts_raw * $ts_unit_us) < 2.5e17
-    then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end
+set ts = ts_from_unit(ts_raw, $ts_unit_us)
 where ts_raw is not null

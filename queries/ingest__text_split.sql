@@ -55,8 +55,7 @@ final as (
         series_key,
         value,
         ts_raw,
-        case when abs(ts_raw * $ts_unit_us) < 2.5e17
-            then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end as ts,
+        ts_from_unit(ts_raw, $ts_unit_us) as ts,
         coalesce(
             len(parts) between 2 and 3
             and parts[1] = ''

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from app import sql
 from app.ingest.base import FORMATS, IngestError, Source, Staged
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -60,6 +61,7 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Detect the format of ``src`` and create ``stage_keys``/``stage_points``/``stage_families``."""
     from app.ingest.detect import detect
 
+    sql.ensure_macros(con)  # the readers' queries call them (macros/timestamps)
     fmt = detect(src)
     staged = _readers()[fmt](con, src)
     staged.gzip = src.gzip
