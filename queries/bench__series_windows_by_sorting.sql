@@ -6,6 +6,7 @@
 --   (tests/test_bench.py, through app.bench.reference.series_windows_by_sorting): same semantics,
 --   another formulation, so it must give the same rows.
 -- grain: one row per (series_id, window_start)
+-- reads: cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param window_s INTEGER  window length in seconds
 -- @returns series_id UBIGINT, window_start TIMESTAMP, increase DOUBLE, resets BIGINT,

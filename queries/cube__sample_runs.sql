@@ -8,6 +8,7 @@
 --   neighbours at run ends from there). Kept, as cube__series_windows keeps them: a window's first
 --   and last samples, resets, gauge and non-finite samples, and every run's first and last sample.
 -- grain: one row per kept sample (series_id, t_us)
+-- reads: cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
 -- @returns series_id UBIGINT, t_us BIGINT, value DOUBLE, rule UTINYINT, run_start BOOLEAN, run_end BOOLEAN,

@@ -18,6 +18,7 @@
 --   `duplicates` counts samples that share a series and time: the build (app/cube.py) runs the
 --   query again with $dedupe, keeping one value per series and time (the highest), when any exist.
 -- grain: one row per (series_id, window_start)
+-- reads: cube_run_links, cube_sample_runs, cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include (overlapping exports: one value per series and ts)
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
 -- @param dedupe BOOLEAN  first reduce the samples to one per (series, ts) (needed only when duplicates > 0)

@@ -10,6 +10,7 @@
 --   of a million rows (it is renamed to stage_points at the end): `ts` is the sample's own time (NULL
 --   where it has none or it is out of range).
 -- grain: one row per line that is neither blank nor a comment
+-- reads: text_lines
 -- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps (1000 for ms, 1e6 for s)
 -- @returns line_no BIGINT, series_key VARCHAR, value DOUBLE, ts_raw DOUBLE, ts TIMESTAMP, ok BOOLEAN
 with

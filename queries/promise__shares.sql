@@ -15,6 +15,7 @@
 --   with observations. One query gives both the per-window and the range rows (one read of the lists).
 -- grain: one row per path with a NULL window_start when $over_range, and one per (path,
 --   window_start) when $per_window; by path, each path's range row first, then its windows in time
+-- reads: cube_bucket_layouts, cube_window_histograms
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @param start_ts TIMESTAMP  first window start included
 -- @param end_ts TIMESTAMP  windows starting at or after this are excluded
