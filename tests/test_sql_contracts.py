@@ -46,7 +46,8 @@ def bound_ws() -> Iterator[Workspace]:
     # the readers' queries read the reader's TEMP tables: loading one small file of each format
     # leaves them behind on this connection
     for path in sorted(FILE_FIXTURES.glob("ingest__*")):
-        assert w.load_file(path).status == "loaded"
+        report = w.load_file(path)
+        assert report.status == "loaded", report.errors
     cube_id = ensure_cube(w, [1], 60, None)
     # the replica-labelled series the capacity model's scrape intervals read
     sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])
@@ -66,6 +67,11 @@ def _normalise(t: str) -> str:
 
 def test_there_are_queries() -> None:
     assert len(QUERIES) >= 8
+
+
+def test_the_ingest_fixtures_cover_every_reader_kind() -> None:
+    """One small file per format family, so that every reader's helper tables exist for the binds."""
+    assert {f.suffix for f in FILE_FIXTURES.glob("ingest__*")} >= {".prom", ".json", ".jsonl", ".csv"}
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
