@@ -5,18 +5,29 @@ A query file holds one SQL statement and a header::
     -- name: cube__increases
     -- purpose: what it computes
     -- grain: one row per (...)
+    -- reads: samples, cube_series
     -- @param window_s DOUBLE  window length in seconds
     -- @returns window_start TIMESTAMP, path VARCHAR, value DOUBLE
 
+A description may go on over lines that start with ``--   ``; ``reads`` is one line:
+the tables the statement reads, comma-separated, as the code names them — workspace tables
+(``samples``, ``cube_rows``) and TEMP tables (``stage_points``, ``cube_series``: read them on the
+connection that made them, cursors do not see them) alike; not its CTEs, not table functions
+(``read_csv``, ``unnest``, ``range``). An ``update`` or ``delete`` reads its target table, an
+``insert``'s target is not read. ``$name`` entries name a parameter the statement reads from (a
+file: ``-- reads: $path``); ``-- reads: (none)`` when it reads no table. The contract test holds
+the line to the code (``Query.referenced_tables``).
+
 Python loads a query by name and passes values only as ``$name`` parameters.
 Files under ``queries/macros/`` hold ``CREATE OR REPLACE MACRO`` statements run once per
-connection; files under ``queries/assert/`` return the rows that break an invariant.
+connection.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +45,8 @@ except ImportError:  # another duckdb client
 
 _PARAM_RE = re.compile(r"^--\s*@param\s+(\w+)\s+(\S+)\s*(.*)$")
 _USED_PARAM_RE = re.compile(r"\$([A-Za-z_]\w*)")
-_HEADER_RE = re.compile(r"^--\s*(name|purpose|grain):\s*(.*)$")
+_HEADER_RE = re.compile(r"^--\s*(name|purpose|grain|reads):\s*(.*)$")
+_NO_READS = "(none)"
 
 
 def queries_dir() -> Path:
@@ -58,6 +70,7 @@ class Query:
     params: dict[str, str] = field(default_factory=dict)  # name -> declared SQL type
     param_docs: dict[str, str] = field(default_factory=dict)
     returns: list[tuple[str, str]] = field(default_factory=list)  # (column, SQL type)
+    reads: tuple[str, ...] | None = None  # the `-- reads:` line's names; None when there is none
 
     @property
     def code(self) -> str:
@@ -69,10 +82,66 @@ class Query:
         """``$names`` that appear in the SQL body, comments and string literals excluded."""
         return set(_USED_PARAM_RE.findall(self.code))
 
+    @property
+    def referenced_tables(self) -> set[str]:
+        """Tables the SQL body reads (lowercase): the names after ``from``/``join`` (and a from-list's
+        commas) and an ``update``'s target, less the file's CTEs and table functions; a table macro
+        of ``queries/macros`` reads what its body reads."""
+        return _referenced_tables(self.code, table_macros())
+
 
 def _strip_comments_and_strings(sql: str) -> str:
     out = re.sub(r"--[^\n]*", "", sql)
     return re.sub(r"'(?:[^']|'')*'", "''", out)
+
+
+_TOKEN_RE = re.compile(r'"(?:[^"]|"")*"|\$?\w+(?:\.\w+)*|\S')
+_CTE_RE = re.compile(
+    r"(?:\bwith\s+(?:recursive\s+)?|,\s*)(\w+)(?:\s*\([^()]*\))?\s+as\s+(?:not\s+)?(?:materialized\s+)?\(",
+    re.IGNORECASE,
+)
+# a clause keyword ends the from-list open at its depth (its commas no longer separate tables)
+_FROM_LIST_END = {"where", "group", "having", "order", "limit", "offset", "qualify", "window", "union",
+                  "except", "intersect", "select", "set", "returning"}
+# functions whose arguments may hold a `from` that names no table (extract(epoch from ts), ...)
+_FROM_IN_ARGS = {"extract", "substring", "trim", "overlay"}
+
+
+def _referenced_tables(code: str, macros: dict[str, set[str]] | None = None) -> set[str]:
+    """Scan the tokens of ``code`` (comments and strings already stripped) for table references;
+    ``macros``: the tables each table macro reads."""
+    tokens = _TOKEN_RE.findall(code)
+    ctes = {m.lower() for m in _CTE_RE.findall(code)}
+    found: set[str] = set()
+    openers: list[str] = [""]  # per open parenthesis, the token before it
+    from_lists: list[int] = []  # depths at which a from-list is open
+    expect_table = False
+    for i, tok in enumerate(tokens):
+        low = tok.lower()
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if expect_table:
+            expect_table = False
+            # a subquery `(`, a table function `name(` (a table macro: its tables), or a table
+            if nxt == "(" and macros and low in macros:
+                found |= macros[low]
+            elif tok != "(" and nxt != "(" and re.fullmatch(r'[A-Za-z_][\w.]*|".*"', tok):
+                found.add(low.strip('"').replace('""', '"'))
+        depth = len(openers) - 1
+        if tok == "(":
+            openers.append(tokens[i - 1].lower() if i else "")
+        elif tok == ")":
+            openers.pop()
+            from_lists = [d for d in from_lists if d <= len(openers) - 1]  # a subquery's list ends
+        elif low == "from" and (tokens[i - 1].lower() if i else "") != "distinct" and openers[-1] not in _FROM_IN_ARGS:
+            expect_table = True
+            from_lists = [d for d in from_lists if d != depth] + [depth]
+        elif low == "join" or (low == "update" and i == 0):
+            expect_table = True
+        elif tok == "," and from_lists and from_lists[-1] == depth:
+            expect_table = True
+        elif low in _FROM_LIST_END and from_lists and from_lists[-1] == depth:
+            from_lists.pop()
+    return found - ctes
 
 
 def _split_returns(text: str) -> list[tuple[str, str]]:
@@ -141,7 +210,14 @@ def parse(path: Path) -> Query:
         params=params,
         param_docs=docs,
         returns=_split_returns(" ".join(returns_text)),
+        reads=_split_reads(meta["reads"]) if "reads" in meta else None,
     )
+
+
+def _split_reads(text: str) -> tuple[str, ...]:
+    if text.strip() == _NO_READS:
+        return ()
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 @functools.cache
@@ -170,8 +246,22 @@ def macro_files() -> list[Path]:
     return sorted((queries_dir() / "macros").glob("*.sql"))
 
 
-def assert_files() -> list[Path]:
-    return sorted((queries_dir() / "assert").glob("*.sql"))
+_TABLE_MACRO_RE = re.compile(r"create\s+or\s+replace\s+macro\s+(\w+)\s*\([^)]*\)\s+as\s+table\s+([^;]*)",
+                             re.IGNORECASE)
+
+
+@functools.cache
+def table_macros() -> dict[str, set[str]]:
+    """{table macro of ``queries/macros``: the tables its body reads}."""
+    out: dict[str, set[str]] = {}
+    for path in macro_files():
+        for name, body in _TABLE_MACRO_RE.findall(_strip_comments_and_strings(path.read_text())):
+            out[name.lower()] = _referenced_tables(body)
+    return out
+
+
+# the connections install_macros ran on (weak: a closed, collected connection drops out)
+_WITH_MACROS: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
 def install_macros(con: duckdb.DuckDBPyConnection) -> None:
@@ -181,16 +271,16 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
         for statement in body.split(";"):
             if statement.strip():
                 con.execute(statement)
+    _WITH_MACROS.add(con)
 
 
-def relation(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> duckdb.DuckDBPyRelation:
-    """Bind query ``name`` with exactly its declared parameters; raise a readable error otherwise."""
-    q = get(name)
-    missing = set(q.params) - set(params)
-    extra = set(params) - set(q.params)
-    if missing or extra:
-        raise TypeError(f"query {name}: missing parameters {sorted(missing)}, unexpected {sorted(extra)}")
-    return con.sql(q.sql, params=params or None)
+def ensure_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """``install_macros`` unless it already ran on ``con``: the ingest readers run on a workspace's
+    connection (macros installed at connect; no DDL wanted inside its load transaction) or on a bare
+    one (tests, tools). Asking DuckDB instead (``duckdb_functions()``) costs 30-80 ms a call, and a
+    failed probe would abort the caller's transaction."""
+    if con not in _WITH_MACROS:
+        install_macros(con)
 
 
 def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):

@@ -2,6 +2,7 @@
 -- purpose: KV-cache capacity in tokens per replica from engine config series: vLLM's
 --   cache_config_info (num_gpu_blocks x block_size labels) or SGLang's max_total_num_tokens gauge
 -- grain: one row per replica that exports a config
+-- reads: samples, series
 -- @param dataset_ids INTEGER[]  datasets to read
 -- @returns replica VARCHAR, kv_tokens DOUBLE, block_size DOUBLE, source VARCHAR
 with

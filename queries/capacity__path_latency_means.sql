@@ -2,6 +2,7 @@
 -- purpose: per path, the `_sum` and `_count` increases of the latency histograms over a cube's whole
 --   range (their ratio is the mean latency); the twin's calibration and residual read them
 -- grain: one row per (path, signal)
+-- reads: cube_rows
 -- @param cube_id INTEGER  the cube to read
 -- @returns path VARCHAR, signal VARCHAR, sum DOUBLE, count DOUBLE
 with

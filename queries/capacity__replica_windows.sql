@@ -4,6 +4,7 @@
 --   histogram when exported), the running/waiting/KV gauges, preemptions, finished requests and
 --   the sums and counts of the latency histograms. The capacity model is fitted on these rows.
 -- grain: one row per (window_start, replica)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube built with path labels = the replica labels
 -- @returns window_start TIMESTAMP, replica VARCHAR, generation_tokens DOUBLE, prompt_tokens DOUBLE,
 --   steps DOUBLE, running_min DOUBLE, running_mean DOUBLE, running_max DOUBLE, waiting_mean DOUBLE,

@@ -8,6 +8,7 @@
 --   (a restart) has `resets` > 0 and no increases. Reads the TEMP table `capacity_series`
 --   (`signals__series` with the replica labels as path labels).
 -- grain: one row per (replica, scrape time) after the replica's first scrape
+-- reads: capacity_series, samples
 -- @param dataset_ids INTEGER[]  datasets to read (one value per series and time: the highest)
 -- @returns replica VARCHAR, ts TIMESTAMP, dt_s DOUBLE, itl_count DOUBLE, itl_sum DOUBLE,
 --   generation_tokens DOUBLE, prompt_tokens DOUBLE, steps DOUBLE, preemptions DOUBLE, ttft_count DOUBLE,

@@ -4,6 +4,7 @@
 --   than max_num_batched_tokens) and the prompt and generation lengths (vLLM's length buckets stop
 --   at max_model_len)
 -- grain: one row per (signal, le)
+-- reads: cube_rows
 -- @param cube_id INTEGER  the cube to read
 -- @returns signal VARCHAR, le DOUBLE, observations DOUBLE
 with

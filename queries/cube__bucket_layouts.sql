@@ -4,6 +4,7 @@
 --   a promise finds the position of the bounds around its threshold once per layout. A histogram
 --   with a `_count` but no buckets has the empty layout (its path still counts requests).
 -- grain: one row per (path, signal, les); reads the temp table `promise_lists` (cube__promise_lists)
+-- reads: promise_lists
 -- @param cube_id INTEGER  the cube the lists were gathered from
 -- @returns cube_id INTEGER, path VARCHAR, signal VARCHAR, layout_id INTEGER, les DOUBLE[]
 select

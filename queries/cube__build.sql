@@ -6,6 +6,7 @@
 --   each repaired bucket is counted (stat `repairs`); joint counter resets are counted too
 --   (stat `resets`).
 -- grain: one row per (window_start, path, signal, le, stat)
+-- reads: cube_series, cube_series_windows
 -- @returns window_start TIMESTAMP, path VARCHAR, signal VARCHAR, le DOUBLE, stat VARCHAR, value DOUBLE
 with
 series_windows as (

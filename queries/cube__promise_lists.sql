@@ -5,6 +5,7 @@
 --   failed_requests) their increase. A promise change then picks the bounds around its threshold by
 --   position in each window's list (promise__shares) instead of aggregating bucket rows again.
 -- grain: one row per (window_start, path, signal)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @returns window_start TIMESTAMP, path VARCHAR, signal VARCHAR, les DOUBLE[], counts DOUBLE[],
 --   value DOUBLE

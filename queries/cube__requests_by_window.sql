@@ -2,6 +2,7 @@
 -- purpose: requests per window and path from a cached cube: first tokens (TTFT `_count` increase)
 --   where the engine exports TTFT, else finished requests; and the replicas reporting
 -- grain: one row per (window_start, path)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @returns window_start TIMESTAMP, path VARCHAR, requests DOUBLE, replicas DOUBLE
 with

@@ -6,6 +6,7 @@
 --   samples of several exports interleave, or repeat a time): cube__series_windows then sorts the
 --   samples instead (app/cube.py).
 -- grain: one row per run boundary (series_id, t_us); reads the temp table `cube_sample_runs`
+-- reads: cube_sample_runs
 -- @returns series_id UBIGINT, t_us BIGINT, prev_value DOUBLE, prev_us BIGINT, next_us BIGINT,
 --   disjoint BOOLEAN
 with

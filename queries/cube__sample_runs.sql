@@ -8,6 +8,7 @@
 --   neighbours at run ends from there). Kept, as cube__series_windows keeps them: a window's first
 --   and last samples, resets, gauge and non-finite samples, and every run's first and last sample.
 -- grain: one row per kept sample (series_id, t_us)
+-- reads: cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
 -- @returns series_id UBIGINT, t_us BIGINT, value DOUBLE, rule UTINYINT, run_start BOOLEAN, run_end BOOLEAN,
@@ -56,12 +57,7 @@ bounded as (
         scan_prev_us,
         scan_next_us,
         -- the start of the sample's window (lo_us, lo_us + width], in µs (as cube__series_windows)
-        t_us - 1 - ((t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000))
-        - case
-            when (t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000) < 0
-                then $window_s::bigint * 1000000
-            else 0
-        end as lo_us
+        window_lo_us(t_us, $window_s) as lo_us
     from scanned
 ),
 
@@ -81,7 +77,7 @@ final as (
     where b.run_start
         or b.run_end
         or b.scan_prev_us <= b.lo_us
-        or b.scan_next_us > b.lo_us + $window_s::bigint * 1000000
+        or b.scan_next_us > b.lo_us + window_us($window_s)
         or (c.rule = 1 and b.value < b.scan_prev_value)
         or (c.rule = 2 and b.value != b.scan_prev_value)
         or c.rule = 4

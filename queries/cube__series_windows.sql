@@ -14,10 +14,11 @@
 --   before the window), so only a window's first and last samples, the resets and the gauge
 --   samples go on to the per-window aggregate. The (series, window) pairs of a label set that
 --   reset are rare: they are recomputed sample by sample with the joint rule. Windows are integer
---   µs arithmetic equal to time_bucket(width, ts - 1 µs) (origin 2000-01-03).
+--   µs arithmetic equal to time_bucket(width, ts - 1 µs) (origin 2000-01-03; macros/windows).
 --   `duplicates` counts samples that share a series and time: the build (app/cube.py) runs the
 --   query again with $dedupe, keeping one value per series and time (the highest), when any exist.
 -- grain: one row per (series_id, window_start)
+-- reads: cube_run_links, cube_sample_runs, cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include (overlapping exports: one value per series and ts)
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
 -- @param dedupe BOOLEAN  first reduce the samples to one per (series, ts) (needed only when duplicates > 0)
@@ -90,22 +91,15 @@ sequenced as (
     where $presorted
 ),
 
-phased as (
-    select
-        *,
-        (t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000) as phase,
-        prev_value is not null and (
-            (rule = 1 and value < prev_value) or (rule = 2 and value != prev_value)
-        ) as own_reset
-    from sequenced
-),
-
 bounded as (
     -- lo_us: the start of the sample's window (lo_us, lo_us + width], in µs
     select
         *,
-        t_us - 1 - phase - case when phase < 0 then $window_s::bigint * 1000000 else 0 end as lo_us
-    from phased
+        prev_value is not null and (
+            (rule = 1 and value < prev_value) or (rule = 2 and value != prev_value)
+        ) as own_reset,
+        window_lo_us(t_us, $window_s) as lo_us
+    from sequenced
 ),
 
 kept as (
@@ -116,16 +110,16 @@ kept as (
         value,
         rule,
         prev_value,
-        (lo_us - 946857600000000) // ($window_s::bigint * 1000000) as w,
+        window_index(t_us, $window_s) as w,
         prev_us is null or prev_us <= lo_us as opens,
-        next_us is null or next_us > lo_us + $window_s::bigint * 1000000 as closes,
+        next_us is null or next_us > lo_us + window_us($window_s) as closes,
         own_reset,
         prev_us = t_us as duplicate
     from bounded
     where prev_us is null
         or prev_us <= lo_us
         or next_us is null
-        or next_us > lo_us + $window_s::bigint * 1000000
+        or next_us > lo_us + window_us($window_s)
         or own_reset
         or prev_us = t_us
         or rule = 4
@@ -177,8 +171,7 @@ affected as (
     -- telescoped difference would hide what the sum of deltas makes of it)
     select distinct
         m.series_id,
-        (g.t_us - 1 - 946857600000000) // ($window_s::bigint * 1000000)
-        - ((g.t_us - 1 - 946857600000000) % ($window_s::bigint * 1000000) < 0)::bigint as w
+        window_index(g.t_us, $window_s) as w
     from group_resets as g
     inner join series_codes as m using (group_id)
     where m.rule in (1, 3)
@@ -196,12 +189,11 @@ affected_points as (
     inner join affected as a
         on
             a.series_id = p.series_id
-            and a.w = (epoch_us(p.ts) - 1 - 946857600000000) // ($window_s::bigint * 1000000)
-            - ((epoch_us(p.ts) - 1 - 946857600000000) % ($window_s::bigint * 1000000) < 0)::bigint
+            and a.w = window_index(epoch_us(p.ts), $window_s)
     where list_contains($dataset_ids, p.dataset_id)
     group by a.series_id, a.w, p.ts
     union all
-    select a.series_id, a.w, 946857600000000 + a.w * $window_s::bigint * 1000000 as t_us, b.baseline as value, true
+    select a.series_id, a.w, window_start_us(a.w, $window_s) as t_us, b.baseline as value, true
     from affected as a
     inner join windowed as b using (series_id, w)
     where b.baseline is not null
@@ -275,7 +267,7 @@ first_counted as (
 final as (
     select
         w.series_id,
-        make_timestamp(946857600000000 + w.w * $window_s::bigint * 1000000) as window_start,
+        make_timestamp(window_start_us(w.w, $window_s)) as window_start,
         case when w.rule in (1, 3) then
             coalesce(x.increase_after_first, w.increase_after_first, 0)
             + case when fc.counted then fc.first_value else 0 end

@@ -5,6 +5,7 @@
 --   A promise change reads these rows as they are: no pivot, no aggregate over bucket rows.
 -- grain: one row per (window_start, path); reads the temp table `promise_lists` and
 --   `cube_bucket_layouts`
+-- reads: cube_bucket_layouts, promise_lists
 -- @param cube_id INTEGER  the cube the lists were gathered from
 -- @returns cube_id INTEGER, window_start TIMESTAMP, path VARCHAR, finished DOUBLE, failed DOUBLE,
 --   ttft_layout INTEGER, ttft_counts DOUBLE[], ttft_count DOUBLE,

@@ -3,6 +3,7 @@
 --   increases of the request_prompt_tokens / request_generation_tokens histograms, with the
 --   count and sum (the sum pins the mean of the open top bucket)
 -- grain: one row per (path, signal, le)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube whose paths are traffic paths
 -- @param start_ts TIMESTAMP  first window start included
 -- @param end_ts TIMESTAMP  windows starting at or after this are excluded

@@ -3,6 +3,7 @@
 --   exports; it has no arrival counter), mean TTFT (to shift first tokens back to arrivals), prompt
 --   and generation tokens, and the replicas reporting
 -- grain: one row per (window_start, path)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube whose paths are traffic paths
 -- @returns window_start TIMESTAMP, path VARCHAR, requests DOUBLE, ttft_mean_s DOUBLE, prompt_tokens DOUBLE,
 --   generation_tokens DOUBLE, replicas DOUBLE

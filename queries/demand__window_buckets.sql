@@ -4,6 +4,7 @@
 --   tokens back to their arrival times (arrival = first token - TTFT); for prompt and output lengths
 --   they keep which request sizes came when (a burst of long prompts is not spread over the day).
 -- grain: one row per (window_start, path, le)
+-- reads: cube_rows
 -- @param cube_id INTEGER  a cube whose paths are traffic paths
 -- @param signal VARCHAR  a histogram signal (ttft, prompt_tokens, generation_tokens, ...)
 -- @returns window_start TIMESTAMP, path VARCHAR, le DOUBLE, lower_bound DOUBLE, requests DOUBLE

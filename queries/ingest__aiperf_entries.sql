@@ -6,6 +6,7 @@
 --   `instance` is the scrape target `host:port` of endpoint_url (the entry's own `instance` label
 --   wins later); `labels_key` is the entry's labels as JSON text, a cheap exact series key part.
 -- grain: one row per metric entry per line
+-- reads: $path
 -- @param path VARCHAR  the (uncompressed) JSON-lines file
 -- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns line_no BIGINT, ts TIMESTAMP, instance VARCHAR, family VARCHAR, labels MAP(VARCHAR, VARCHAR),

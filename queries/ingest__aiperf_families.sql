@@ -2,6 +2,7 @@
 -- purpose: the families the AIPerf file shows to be histograms (entries with buckets); other types
 --   are not recorded in the file and are left to the series classifier
 -- grain: one row per histogram family
+-- reads: aiperf_entries
 -- @returns family VARCHAR, mtype VARCHAR, help VARCHAR
 with
 final as (

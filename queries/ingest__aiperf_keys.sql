@@ -2,6 +2,7 @@
 -- purpose: the distinct series of the AIPerf samples (stage_keys contract): the entry's labels
 --   plus `instance` from the scrape target (the entry's own `instance` wins) and `le` for buckets
 -- grain: one row per distinct series key
+-- reads: aiperf_samples
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)
 with
 distinct_keys as (

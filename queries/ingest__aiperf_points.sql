@@ -1,6 +1,7 @@
 -- name: ingest__aiperf_points
 -- purpose: the AIPerf samples in the stage_points contract shape; src_line is the JSON line
 -- grain: one row per sample
+-- reads: aiperf_samples
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 final as (

@@ -6,6 +6,7 @@
 --   The series key is the name, the target and the entry's labels text (plus `le`): exact, and cheap
 --   per sample; the label map is built once per key in ingest__aiperf_keys.
 -- grain: one row per sample
+-- reads: aiperf_entries
 -- @returns line_no BIGINT, series_key VARCHAR, metric VARCHAR, instance VARCHAR, labels MAP(VARCHAR, VARCHAR),
 --   le VARCHAR, ts TIMESTAMP, value DOUBLE
 with

@@ -2,6 +2,7 @@
 -- purpose: what the AIPerf reader left out, for the load notes: entries with a null value (NaN or
 --   Inf written as null), entries with neither a value nor buckets, and lines without a time
 -- grain: one row
+-- reads: aiperf_entries
 -- @returns n_null_values BIGINT, n_shapeless BIGINT, first_shapeless_family VARCHAR, n_lines BIGINT,
 --   first_untimed_line BIGINT
 with

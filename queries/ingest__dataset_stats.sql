@@ -2,6 +2,7 @@
 -- purpose: size, time range and scrape interval of one dataset. The scrape interval is the median
 --   gap between consecutive distinct sample times of a series, over the dataset's first 256 series.
 -- grain: one row
+-- reads: samples
 -- @param dataset_id INTEGER  the dataset
 -- @returns n_series BIGINT, n_samples BIGINT, t_min TIMESTAMP, t_max TIMESTAMP, scrape_interval_s DOUBLE
 with

@@ -6,6 +6,7 @@
 --   The series key is a short opaque name ('k' and a number) per distinct (metric, labels JSON,
 --   label-column values) of `long_input`: `ingest__long_rows` gives it to each row by a join.
 -- grain: one row per distinct series key
+-- reads: long_input
 -- @param label_names VARCHAR[]  the names of the label columns, in the order of label_values
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR), problem VARCHAR, first_line BIGINT,
 --   raw_metric VARCHAR, labels_json VARCHAR, label_values VARCHAR[]

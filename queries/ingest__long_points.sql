@@ -8,6 +8,7 @@
 --   milliseconds, < 1e17 microseconds, else nanoseconds); a decimal number likewise; else an
 --   ISO-8601 date-time, UTC unless it ends with `Z` or an offset.
 -- grain: one row per row of the file
+-- reads: long_input, long_keys
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 ts_texts as (

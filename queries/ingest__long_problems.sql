@@ -2,6 +2,7 @@
 -- purpose: the bad rows of a long-format file, first row first: an unreadable time, a value that
 --   is not a number, a bad labels JSON or an empty metric name
 -- grain: one row per bad row, the first `max_rows` only
+-- reads: long_input, long_keys, stage_points
 -- @param max_rows BIGINT  how many bad rows to return
 -- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
 with

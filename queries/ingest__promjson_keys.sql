@@ -1,6 +1,7 @@
 -- name: ingest__promjson_keys
 -- purpose: the distinct series of the Prometheus API file (stage_keys contract)
 -- grain: one row per distinct series key
+-- reads: promjson_series
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)
 with
 final as (

@@ -3,6 +3,7 @@
 --   float Unix seconds (rounded to the microsecond), values strings ("NaN", "+Inf" allowed);
 --   src_line is the series' ordinal in the file
 -- grain: one row per sample
+-- reads: promjson_series
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 pairs as (

@@ -4,6 +4,7 @@
 --   series without a metric name (an aggregation dropped `__name__`), a sample that is not a
 --   [time, "value"] pair of numbers
 -- grain: one row per problem (responses and series), the first `max_rows` only
+-- reads: promjson_responses, promjson_series
 -- @param max_rows BIGINT  how many problems to return
 -- @returns response_no BIGINT, series_no BIGINT, series VARCHAR, problem VARCHAR, n_bad BIGINT
 with

@@ -4,6 +4,7 @@
 --   prometheus-api-client returns it (one row per series then). `result` is parsed leniently
 --   (json_transform) only for matrix/vector results; scalar/string results and errors keep NULL.
 -- grain: one row per response (or bare series) in file order
+-- reads: $path
 -- @param path VARCHAR  the (uncompressed) JSON file
 -- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns response_no BIGINT, status VARCHAR, error_type VARCHAR, error VARCHAR, result_type VARCHAR,

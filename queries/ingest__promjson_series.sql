@@ -4,6 +4,7 @@
 --   the float samples as [t, "v"] pairs (a vector's single `value` made a one-pair list) and
 --   whether native histogram samples were present (not supported, skipped)
 -- grain: one row per series per response
+-- reads: promjson_responses
 -- @returns series_no BIGINT, response_no BIGINT, series_key VARCHAR, metric VARCHAR,
 --   labels MAP(VARCHAR, VARCHAR), pairs VARCHAR[][], has_histograms BOOLEAN, display VARCHAR
 with

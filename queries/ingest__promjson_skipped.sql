@@ -1,6 +1,7 @@
 -- name: ingest__promjson_skipped
 -- purpose: the series that carried native histogram samples (`histograms`), skipped with a note
 -- grain: one row
+-- reads: promjson_series
 -- @returns n_series BIGINT, series VARCHAR[]
 with
 final as (

@@ -5,6 +5,7 @@
 --   histogram, `_total` a counter; `_created` is always a creation time (0.0.4 exposes it as a
 --   separate gauge family). Counter families are named without `_total`, so the two spellings meet.
 -- grain: one row per distinct series key of the staged file
+-- reads: stage_families, stage_keys
 -- @returns series_key VARCHAR, series_id UBIGINT, metric VARCHAR, family VARCHAR, suffix VARCHAR,
 --   mtype VARCHAR, labels MAP(VARCHAR, VARCHAR), le DOUBLE, group_id UBIGINT, replica VARCHAR
 with

@@ -1,6 +1,7 @@
 -- name: ingest__text_add_slow
 -- purpose: add the good samples the slow path re-read to `text_split`
 -- grain: DML; inserts one row per good re-read sample line
+-- reads: text_slow
 -- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps
 insert into text_split
 select
@@ -8,8 +9,7 @@ select
     series_key,
     value,
     ts_raw,
-    case when abs(ts_raw * $ts_unit_us) < 2.5e17
-        then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end,
+    ts_from_unit(ts_raw, $ts_unit_us),
     true
 from text_slow
 where class = 'sample' and problem is null

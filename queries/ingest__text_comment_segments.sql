@@ -3,6 +3,7 @@
 --   without a timestamp before the first comment, and a series appearing twice after one comment
 --   (two snapshots under one time), first offending line first
 -- grain: at most one row per problem kind
+-- reads: text_snapshots, text_untimed
 -- @returns line_no BIGINT, series_key VARCHAR, start_line BIGINT, earlier_line BIGINT, reason VARCHAR
 with
 assigned as (

@@ -2,6 +2,7 @@
 -- purpose: the marks of OpenMetrics in a text file's comment lines: `# EOF`, `# UNIT`, and types
 --   that only OpenMetrics has (info, stateset, gaugehistogram, unknown)
 -- grain: one row
+-- reads: text_meta
 -- @returns n_eof BIGINT, n_unit BIGINT, n_om_types BIGINT
 with
 final as (

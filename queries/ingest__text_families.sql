@@ -3,6 +3,7 @@
 --   line; 0.0.4 `untyped` is OpenMetrics `unknown`. A family with HELP but no TYPE is left out, so
 --   the series classifier still infers its type from the sample names.
 -- grain: one row per declared family
+-- reads: text_meta
 -- @returns family VARCHAR, mtype VARCHAR, help VARCHAR
 with
 types as (

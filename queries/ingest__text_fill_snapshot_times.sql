@@ -2,6 +2,7 @@
 -- purpose: give each sample without a timestamp the time of its snapshot: the latest entry of
 --   `text_snapshots` that starts at or before its line
 -- grain: DML; updates one row per sample without a timestamp
+-- reads: text_snapshots, text_split
 update text_split as p
 set ts = s.snap_ts
 from (

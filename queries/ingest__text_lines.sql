@@ -7,6 +7,7 @@
 --   makes the view `text_lines` of (line_no, line)): numbering here with row_number() over () would
 --   make the copy run on one thread (twice as long).
 -- grain: one row per line of the file
+-- reads: $path
 -- @param path VARCHAR  the (uncompressed) file to read
 -- @returns line VARCHAR
 with

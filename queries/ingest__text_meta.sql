@@ -3,6 +3,7 @@
 --   comments, with the declared family name (quotes and escapes removed), type and help text, and
 --   what is wrong with a malformed TYPE line
 -- grain: one row per line starting with `#`
+-- reads: text_lines
 -- @returns line_no BIGINT, kind VARCHAR, family VARCHAR, mtype VARCHAR, help VARCHAR,
 --   problem VARCHAR, line VARCHAR
 with

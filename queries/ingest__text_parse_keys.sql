@@ -6,6 +6,7 @@
 --   "(?:[^"\\]|\\.)*" so commas, spaces, braces and escaped quotes inside label values are data.
 -- grain: one row per distinct series_key of text_key_input
 --   `identity` is the series regardless of label order (name and sorted labels), for snapshot checks.
+-- reads: text_key_input
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR), problem VARCHAR, identity VARCHAR
 with
 keys as (

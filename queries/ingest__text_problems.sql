@@ -2,6 +2,7 @@
 -- purpose: every malformed line of the staged text file, first line first: bad sample lines, bad
 --   series keys (reported on each line that holds them) and malformed TYPE/HELP lines
 -- grain: one row per bad line, the first `max_rows` lines only
+-- reads: text_keys_slow, text_meta, text_slow
 -- @param max_rows BIGINT  how many bad lines to return
 -- @returns line_no BIGINT, problem VARCHAR, line VARCHAR, n_bad BIGINT
 with

@@ -2,8 +2,8 @@
 -- purpose: convert the sample timestamps of `text_split` again with another unit (when the values
 --   show the file's declared unit cannot be right, e.g. milliseconds in an OpenMetrics file)
 -- grain: DML; updates one row per sample with a timestamp
+-- reads: text_split
 -- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps
 update text_split
-set ts = case when abs(ts_raw * $ts_unit_us) < 2.5e17
-    then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end
+set ts = ts_from_unit(ts_raw, $ts_unit_us)
 where ts_raw is not null

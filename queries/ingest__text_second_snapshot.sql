@@ -3,6 +3,7 @@
 --   no timestamp comments: the first sample of a series that already appeared (a scrape loop's
 --   expositions concatenated), or the first sample after a `# EOF` that follows samples
 -- grain: at most one row
+-- reads: text_meta, text_untimed
 -- @returns line_no BIGINT, series_key VARCHAR, earlier_line BIGINT, reason VARCHAR
 with
 eofs as (

@@ -2,6 +2,7 @@
 -- purpose: lines the text reader skips on purpose, for the load notes: lines holding only `...`
 --   (an abbreviated paste, e.g. the vLLM docs example) and native histogram samples (not supported)
 -- grain: one row per skipped class
+-- reads: text_slow
 -- @returns class VARCHAR, n_lines BIGINT, first_lines BIGINT[], series VARCHAR[]
 with
 skipped as (

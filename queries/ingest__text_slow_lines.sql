@@ -6,6 +6,7 @@
 --   spaces, leading/trailing whitespace, no space after `}`, and OpenMetrics exemplars
 --   (`value [ts] # {labels} value [ts]`, dropped).
 -- grain: one row per re-read line
+-- reads: text_keys, text_lines, text_split
 -- @returns line_no BIGINT, class VARCHAR, series_key VARCHAR, value DOUBLE, ts_raw DOUBLE,
 --   problem VARCHAR, line VARCHAR
 with

@@ -10,6 +10,7 @@
 --   of a million rows (it is renamed to stage_points at the end): `ts` is the sample's own time (NULL
 --   where it has none or it is out of range).
 -- grain: one row per line that is neither blank nor a comment
+-- reads: text_lines
 -- @param ts_unit_us DOUBLE  microseconds per unit of the sample timestamps (1000 for ms, 1e6 for s)
 -- @returns line_no BIGINT, series_key VARCHAR, value DOUBLE, ts_raw DOUBLE, ts TIMESTAMP, ok BOOLEAN
 with
@@ -55,8 +56,7 @@ final as (
         series_key,
         value,
         ts_raw,
-        case when abs(ts_raw * $ts_unit_us) < 2.5e17
-            then make_timestamp(cast(round(ts_raw * $ts_unit_us) as bigint)) end as ts,
+        ts_from_unit(ts_raw, $ts_unit_us) as ts,
         coalesce(
             len(parts) between 2 and 3
             and parts[1] = ''

@@ -2,6 +2,7 @@
 -- purpose: the valid series keys of the text file (from the fast split and the slow path), in the
 --   stage_keys contract shape
 -- grain: one row per distinct raw series key
+-- reads: text_keys, text_keys_slow
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)
 with
 fast_keys as (

@@ -3,6 +3,7 @@
 --   (`# 2026-11-29T10:00:00Z`, `# scrape_time=1764410400`); the token is parsed in Python
 --   (snapshot_time.parse_time_text), one string per snapshot
 -- grain: one row per candidate comment line
+-- reads: text_meta
 -- @returns line_no BIGINT, token VARCHAR
 with
 candidates as (

@@ -2,6 +2,7 @@
 -- purpose: how many staged samples carry a timestamp, and the range of those timestamps (in the
 --   file's unit), to choose the time source and check the unit
 -- grain: one row
+-- reads: text_split
 -- @returns n_timed BIGINT, n_untimed BIGINT, ts_min DOUBLE, ts_max DOUBLE, first_untimed_line BIGINT
 with
 final as (

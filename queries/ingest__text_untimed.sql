@@ -3,6 +3,7 @@
 --   (its name and label set, whatever the label order of its line): what the snapshot checks
 --   `ingest__text_comment_segments` and `ingest__text_second_snapshot` read
 -- grain: one row per sample line without a timestamp
+-- reads: text_keys, text_keys_slow, text_split
 -- @returns line_no BIGINT, series_key VARCHAR
 with
 identities as (

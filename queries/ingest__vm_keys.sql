@@ -1,6 +1,7 @@
 -- name: ingest__vm_keys
 -- purpose: the distinct series of the VictoriaMetrics export (stage_keys contract)
 -- grain: one row per distinct series key
+-- reads: vm_series
 -- @returns series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR)
 with
 final as (

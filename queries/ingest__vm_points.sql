@@ -2,6 +2,7 @@
 -- purpose: the samples of the VictoriaMetrics export (stage_points contract): timestamps are
 --   integer Unix milliseconds; src_line is the line of the series
 -- grain: one row per sample
+-- reads: vm_series
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 samples as (

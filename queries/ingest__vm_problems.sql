@@ -1,6 +1,7 @@
 -- name: ingest__vm_problems
 -- purpose: the malformed lines of a VictoriaMetrics export, first line first
 -- grain: one row per bad line, the first `max_rows` only
+-- reads: vm_series
 -- @param max_rows BIGINT  how many bad lines to return
 -- @returns line_no BIGINT, display VARCHAR, problem VARCHAR, n_bad BIGINT
 with

@@ -3,6 +3,7 @@
 --   `{"metric": {...}, "values": [...], "timestamps": [ms, ...]}`, with a canonical series key
 --   (sorted labels as JSON) and what is wrong with a malformed line
 -- grain: one row per line (series)
+-- reads: $path
 -- @param path VARCHAR  the (uncompressed) JSON-lines file
 -- @param max_object_size BIGINT  largest JSON object to accept (the file's size: DuckDB sizes its buffer by it)
 -- @returns line_no BIGINT, series_key VARCHAR, metric VARCHAR, labels MAP(VARCHAR, VARCHAR),

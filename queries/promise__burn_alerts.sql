@@ -10,6 +10,7 @@
 --   window is longer than the rule's short window.
 -- grain: one row per (path, window_start), by path and time (the order of the dense grid, which the
 --   windows with an empty OVER keep); reads the per-window promise table `promise_windows`
+-- reads: promise_windows
 -- @param window_s INTEGER  the cube's window length in seconds
 -- @param fast_factor DOUBLE  burn factor of the 1 h / 5 min page
 -- @param slow_factor DOUBLE  burn factor of the 6 h / 30 min page

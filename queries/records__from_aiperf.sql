@@ -3,6 +3,7 @@
 --   AIPerf's inter_token_latency is per request: (request_latency - TTFT) / (output tokens - tokens of
 --   the first chunk), i.e. a per-request TPOT. Times are in ms; a non-null `error` is a failed request.
 -- grain: one row per request (profiling phase only)
+-- reads: $path
 -- @param path VARCHAR  the JSONL file
 -- @param path_name VARCHAR  path to file the requests under ('' = 'aiperf')
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,

@@ -4,6 +4,7 @@
 --   between responses, (last - first) / (responses - 1): per response, which equals per token only
 --   when every streamed response carries one token.
 -- grain: one row per request
+-- reads: $path
 -- @param path VARCHAR  the JSON file
 -- @param path_name VARCHAR  path to file the requests under ('' = 'genai-perf')
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,

@@ -2,6 +2,7 @@
 -- purpose: per-request records written by Headroom's simulator (Parquet), in the record schema; the
 --   path is the served model name, as the metrics label it
 -- grain: one row per request
+-- reads: $path
 -- @param path VARCHAR  the Parquet file
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,
 --   ttft_s DOUBLE, tpot_s DOUBLE, e2e_s DOUBLE, queue_s DOUBLE, prompt_tokens BIGINT,

@@ -4,6 +4,7 @@
 --   a request with a non-empty error is a failed request. Arrival is `date` plus `start_times`
 --   when the file has them (relative seconds), else the benchmark date.
 -- grain: one row per request
+-- reads: $path
 -- @param path VARCHAR  the JSON file
 -- @param path_name VARCHAR  path to file the requests under ('' = the file's model_id)
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,

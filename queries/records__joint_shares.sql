@@ -4,6 +4,7 @@
 --   A request is in the range (start, end] when its first token (else its finish, else its arrival)
 --   is, like the cube's left-open windows; a request still in flight is in the population.
 -- grain: one row per path
+-- reads: request_records
 -- @param dataset_ids INTEGER[]  datasets whose records to use
 -- @param promises STRUCT[]  list of {path, ttft_s, tpot_s, e2e_s, queue_s, target}; path '*' = every path
 -- @param start_ts TIMESTAMP  inclusive

@@ -4,6 +4,7 @@
 --   the same signal (a renamed metric emitted under both names), each replica keeps only the
 --   family with the best priority it exports, so nothing is counted twice.
 -- grain: one row per (series_id, signal)
+-- reads: path_rules, samples, series, signal_map
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param path_labels VARCHAR[]  labels whose values, joined with ' / ', name a series' path
 -- @returns series_id UBIGINT, signal VARCHAR, kind VARCHAR, scale DOUBLE, suffix VARCHAR,

@@ -2,6 +2,7 @@
 -- purpose: the engines whose metrics the staged cube series come from, most series first. vLLM is
 --   split by generation: V1 (0.8.3+) labels every series with `engine`, V0 does not.
 -- grain: one row per engine
+-- reads: cube_series, series
 -- @returns engine VARCHAR, n_series BIGINT
 with
 tagged as (

@@ -2,6 +2,7 @@
 -- purpose: how many distinct scrape times a dataset has, and when its server started (the latest
 --   process_start_time_seconds, else the earliest `_created`), for labelling a single snapshot
 -- grain: one row
+-- reads: samples, series
 -- @param dataset_id INTEGER  the dataset
 -- @returns scrapes BIGINT, started TIMESTAMP
 with

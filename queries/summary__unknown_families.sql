@@ -1,6 +1,7 @@
 -- name: summary__unknown_families
 -- purpose: metric families of a dataset that map to no signal of any engine (kept, listed)
 -- grain: one row per family
+-- reads: samples, series, signal_map
 -- @param dataset_id INTEGER  the dataset
 -- @returns family VARCHAR
 with

@@ -145,16 +145,14 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
 # -- the single-sort cube query against its former formulation ----------------------------------------
 def _windows_both_ways(ws: Workspace, window_s: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """cube__series_windows as the cube build runs it, and the former formulation, on the same data."""
-    from app.bench.reference import SERIES_WINDOWS_BY_SORTING
+    from app.bench.reference import series_windows_by_sorting
     from app.cube import build_into_temp
 
     ids = ws.dataset_ids()
     build_into_temp(ws.con, ids, window_s, ["model_name"])
     cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
     new = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
-    old = ws.con.execute(f"select {cols} from ({SERIES_WINDOWS_BY_SORTING}) order by series_id, window_start",
-                         {"dataset_ids": ids, "window_s": window_s}).df()
-    return new, old
+    return new, series_windows_by_sorting(ws.con, ids, window_s)
 
 
 @pytest.mark.parametrize("window_s", [60, 420, 3600, 86400])

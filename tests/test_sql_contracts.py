@@ -1,5 +1,6 @@
-"""Contract test over every ``queries/*.sql``: header parses, declared = used parameters, the query
-binds on a real workspace, and its output columns and types are the declared ones."""
+"""Contract test over every ``queries/*.sql``: header parses, declared = used parameters, the
+``-- reads:`` line names the tables the code reads, the query binds on a real workspace, and its
+output columns and types are the declared ones."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def bound_ws() -> Iterator[Workspace]:
     # the readers' queries read the reader's TEMP tables: loading one small file of each format
     # leaves them behind on this connection
     for path in sorted(FILE_FIXTURES.glob("ingest__*")):
-        assert load_file(w, path).status == "loaded"
+        report = load_file(w, path)
+        assert report.status == "loaded", report.errors
     cube_id = ensure_cube(w, [1], 60, None)
     # the replica-labelled series the capacity model's scrape intervals read
     sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])
@@ -68,6 +70,11 @@ def test_there_are_queries() -> None:
     assert len(QUERIES) >= 8
 
 
+def test_the_ingest_fixtures_cover_every_reader_kind() -> None:
+    """One small file per format family, so that every reader's helper tables exist for the binds."""
+    assert {f.suffix for f in FILE_FIXTURES.glob("ingest__*")} >= {".prom", ".json", ".jsonl", ".csv"}
+
+
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
 def test_header(query: sql.Query) -> None:
     assert query.name == query.path.stem
@@ -78,6 +85,74 @@ def test_header(query: sql.Query) -> None:
     for name in query.params:
         assert query.param_docs[name], f"@param {name} needs a description"
         assert query.params[name] in DUMMY, f"@param {name}: unexpected type {query.params[name]}"
+
+
+def _reads_problems(query: sql.Query) -> list[str]:
+    """What is wrong with a query's ``-- reads:`` line, held against the tables its code reads."""
+    if query.reads is None:
+        return ["no '-- reads:' line"]
+    problems = [f"reads {n}, which is no @param" for n in query.reads if n.startswith("$") and n[1:] not in query.params]
+    declared = {n.lower() for n in query.reads if not n.startswith("$")}
+    code = query.referenced_tables
+    problems += [f"declares {t}, which the code does not read" for t in sorted(declared - code)]
+    problems += [f"reads {t}, not declared" for t in sorted(code - declared)]
+    return problems
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
+def test_reads_names_the_tables_the_code_reads(query: sql.Query) -> None:
+    assert not _reads_problems(query)
+
+
+def _synthetic(reads: tuple[str, ...] | None) -> sql.Query:
+    body = ("with recent as (select * from samples where ts > $since) "
+            "select * from recent inner join series using (series_id), unnest([1]) as u(i) "
+            "where series_id is distinct from 0 and extract(epoch from ts) > 0")
+    return sql.Query(name="synthetic", path=Path("synthetic.sql"), sql=body, params={"since": "TIMESTAMP"},
+                     reads=reads)
+
+
+def test_a_table_macro_reads_what_its_body_reads() -> None:
+    """``request_paths(...)`` in a from clause is the macro's table, not a table function of its own."""
+    assert sql._referenced_tables("select * from m($c) as x join t using (k)", {"m": {"layouts"}}) == {"layouts", "t"}
+    assert sql.table_macros()["request_paths"] == {"cube_bucket_layouts"}
+    assert sql.get("cube__request_paths").referenced_tables == {"cube_bucket_layouts"}
+
+
+def test_the_reads_check_catches_a_wrong_header() -> None:
+    assert _reads_problems(_synthetic(("samples", "series"))) == []
+    assert _reads_problems(_synthetic(None)) == ["no '-- reads:' line"]
+    assert _reads_problems(_synthetic(("samples",))) == ["reads series, not declared"]
+    assert _reads_problems(_synthetic(("samples", "series", "cube_rows"))) == [
+        "declares cube_rows, which the code does not read"]
+    # a CTE is the file's own, not an input
+    assert _reads_problems(_synthetic(("recent", "samples", "series"))) == [
+        "declares recent, which the code does not read"]
+    assert _reads_problems(_synthetic(("$path", "samples", "series"))) == ["reads $path, which is no @param"]
+    assert _reads_problems(_synthetic(())) == ["reads samples, not declared", "reads series, not declared"]
+
+
+@pytest.mark.parametrize(("body", "tables"), [
+    ("select * from a, b as x, read_csv($p) as c inner join d on d.k = x.k, e where a.k in (select k from f)",
+     {"a", "b", "d", "e", "f"}),
+    ("insert into target select * from source", {"source"}),  # an insert's target is written, not read
+    ("update target set v = s.v from source as s where target.k = s.k", {"target", "source"}),
+    ("delete from target where k in (select k from source)", {"target", "source"}),
+    ("select * from (select 1 as k) as q left join range(3) as r(i) on true", set()),
+    ("select x from a where y is not distinct from b order by a.k, b.k", {"a"}),
+    ('select * from "Odd Name" join main.samples using (k)', {"odd name", "main.samples"}),
+    ("select * from a asof join b on a.t >= b.t union all select * from c positional join d", {"a", "b", "c", "d"}),
+])
+def test_referenced_tables(body: str, tables: set[str]) -> None:
+    assert sql.Query(name="q", path=Path("q.sql"), sql=body).referenced_tables == tables
+
+
+def test_reads_line_parses(tmp_path: Path) -> None:
+    head = "-- name: q\n-- purpose: p\n-- grain: g\n"
+    for line, reads in [("-- reads: samples, cube_series\n", ("samples", "cube_series")),
+                        ("-- reads: (none)\n", ()), ("-- reads: $path\n", ("$path",)), ("", None)]:
+        (tmp_path / "q.sql").write_text(head + line + "select 1 as one\n")
+        assert sql.parse(tmp_path / "q.sql").reads == reads
 
 
 def _params(query: sql.Query) -> dict:

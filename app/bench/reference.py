@@ -17,9 +17,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 
+from app import sql
 from app.store import data_dir
 
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
@@ -221,136 +223,12 @@ def compare(headroom: pd.DataFrame, reference: pd.DataFrame) -> str | None:
     return None
 
 
-# The cube's per-series query as it was before its single-sort rewrite (queries/cube__series_windows.sql
-# at commit b23476d): every per-sample step spelled out — deduplicate, lag per series, a second
-# window over (label set, scrape) for the joint reset, sum per window. It is kept as the oracle the
-# rewrite is tested against (tests/test_bench.py) and as the "before" of the benchmark figures.
-# Parameters: $dataset_ids INTEGER[], $window_s INTEGER; reads `samples` and the TEMP `cube_series`.
-SERIES_WINDOWS_BY_SORTING = """
-with
-points as (
-    -- the same series may come from several datasets (snapshots, overlapping exports)
-    select p.series_id, p.ts, max(p.value) as value
-    from samples as p
-    where list_contains($dataset_ids, p.dataset_id)
-        and p.series_id in (select series_id from cube_series)
-    group by p.series_id, p.ts
-),
-
-series_meta as (
-    select distinct series_id, kind, suffix, group_id, replica from cube_series
-),
-
-with_meta as (
-    select p.*, m.kind, m.suffix, m.group_id, m.replica
-    from points as p
-    inner join series_meta as m using (series_id)
-),
-
-replica_scrapes as (
-    select replica, min(ts) as first_ts, count(distinct ts) as scrapes
-    from with_meta
-    group by replica
-),
-
-ordered as (
-    select
-        w.*,
-        lag(w.value) over (partition by w.series_id order by w.ts) as prev_value
-    from with_meta as w
-    where w.kind in ('histogram', 'counter')
-),
-
-flagged as (
-    select
-        *,
-        -- a decrease of a bucket/count/total, or a new `_created`, marks a reset of the whole group
-        bool_or(
-            prev_value is not null
-            and (
-                (suffix in ('bucket', 'count', 'total', '') and value < prev_value)
-                or (suffix = 'created' and value != prev_value)
-            )
-        ) over (partition by group_id, ts) as group_reset,
-        max(value) filter (where suffix = 'created') over (partition by group_id, ts) as created_at
-    from ordered
-),
-
-deltas as (
-    select
-        f.series_id,
-        f.ts,
-        f.suffix,
-        case
-            when f.prev_value is null then
-                case
-                    when r.scrapes = 1 then f.value
-                    when f.created_at is not null
-                        and to_timestamp(f.created_at)::timestamp > r.first_ts then f.value
-                    else 0
-                end
-            when f.group_reset then f.value
-            else f.value - f.prev_value
-        end as delta,
-        f.prev_value is not null and f.group_reset as is_reset,
-        f.prev_value is null and (
-            r.scrapes = 1
-            or (f.created_at is not null and to_timestamp(f.created_at)::timestamp > r.first_ts)
-        ) as first_counted
-    from flagged as f
-    inner join replica_scrapes as r using (replica)
-    where f.suffix != 'created'
-),
-
-windowed_counters as (
-    select
-        series_id,
-        time_bucket(to_microseconds(cast($window_s as bigint) * 1000000), ts - interval 1 microsecond) as window_start,
-        sum(delta) as increase,
-        count(*) filter (where is_reset) as resets,
-        bool_or(first_counted) as first_counted
-    from deltas
-    group by all
-),
-
-windowed_gauges as (
-    select
-        series_id,
-        time_bucket(to_microseconds(cast($window_s as bigint) * 1000000), ts - interval 1 microsecond) as window_start,
-        min(value) as gauge_min,
-        sum(value) as gauge_sum,
-        count(*) as gauge_n,
-        max(value) as gauge_max
-    from with_meta
-    where kind in ('gauge', 'info')
-    group by all
-),
-
-final as (
-    select
-        series_id,
-        window_start,
-        increase,
-        resets,
-        null::double as gauge_min,
-        null::double as gauge_sum,
-        null::bigint as gauge_n,
-        null::double as gauge_max,
-        first_counted
-    from windowed_counters
-    union all
-    select
-        series_id,
-        window_start,
-        null,
-        0,
-        gauge_min,
-        gauge_sum,
-        gauge_n,
-        gauge_max,
-        false
-    from windowed_gauges
-)
-
-select * from final
-"""
+def series_windows_by_sorting(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int
+                              ) -> pd.DataFrame:
+    """The cube's per-series windows by the query's former formulation
+    (``queries/bench__series_windows_by_sorting.sql``), by series and window: the oracle the cube's
+    ``cube__series_windows`` is tested against. Run it on the connection of a cube build (it reads
+    the TEMP ``cube_series`` that ``app.cube.build_into_temp`` leaves)."""
+    frame = sql.df(con, "bench__series_windows_by_sorting", dataset_ids=[int(i) for i in dataset_ids],
+                   window_s=int(window_s))
+    return frame.sort_values(["series_id", "window_start"], ignore_index=True)

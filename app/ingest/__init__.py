@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from app import sql
 from app.ingest import aiperf, longform, promjson, promtool, text, vmjson
 from app.ingest.base import FORMATS, IngestError, Source, Staged
 from app.ingest.detect import detect
@@ -58,6 +59,7 @@ def _readers() -> dict[str, Callable[[duckdb.DuckDBPyConnection, Source], Staged
 
 def stage(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     """Detect the format of ``src`` and create ``stage_keys``/``stage_points``/``stage_families``."""
+    sql.ensure_macros(con)  # the readers' queries call them (macros/timestamps)
     fmt = detect(src)
     staged = _readers()[fmt](con, src)
     staged.gzip = src.gzip
