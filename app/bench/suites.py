@@ -426,7 +426,10 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
     write_metrics_parquet(sim.metrics_frame, parquet)
     del sim
     log(f"simulated {size.replay_hours:g} h of a 4-replica fleet in {time.perf_counter() - t0:.1f} s")
-    ws = Workspace(str(workdir / "replay.duckdb"))
+    db = workdir / "replay.duckdb"
+    for stale in (db, db.with_name(db.name + ".wal")):  # an earlier run's: the load would be "unchanged"
+        stale.unlink(missing_ok=True)
+    ws = Workspace(str(db))
     try:
         ws.con.execute("set enable_progress_bar = false")
         report = load_file(ws, parquet)
