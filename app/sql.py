@@ -86,7 +86,7 @@ class Query:
     def referenced_tables(self) -> set[str]:
         """Tables the SQL body reads (lowercase): the names after ``from``/``join`` (and a from-list's
         commas) and an ``update``'s target, less the file's CTEs and table functions; a table macro
-        of ``queries/macros`` reads what its body reads."""
+        (``request_paths``) reads what its body reads."""
         return _referenced_tables(self.code, table_macros())
 
 
@@ -252,9 +252,9 @@ _TABLE_MACRO_RE = re.compile(r"create\s+or\s+replace\s+macro\s+(\w+)\s*\([^)]*\)
 
 @functools.cache
 def table_macros() -> dict[str, set[str]]:
-    """{table macro of ``queries/macros``: the tables its body reads}."""
+    """{table macro (of ``queries/macros`` or the workspace schema): the tables its body reads}."""
     out: dict[str, set[str]] = {}
-    for path in macro_files():
+    for path in [*macro_files(), queries_dir() / "schema" / "workspace.sql"]:
         for name, body in _TABLE_MACRO_RE.findall(_strip_comments_and_strings(path.read_text())):
             out[name.lower()] = _referenced_tables(body)
     return out

@@ -127,3 +127,10 @@ create table if not exists cube_window_histograms (
     e2e_layout integer, e2e_counts double[], e2e_count double,
     queue_layout integer, queue_counts double[], queue_count double
 );
+
+-- the request paths of a cube, one definition for every query and page: the paths with a request-level
+-- latency histogram (TTFT, TPOT, ITL, E2E or queue; a `_count` without buckets counts, as its empty
+-- layout). Engine-wide gauge paths have none. A table macro binds its table when created, so it
+-- lives with the tables rather than in queries/macros (which bare connections install too).
+create or replace macro request_paths(cid) as table
+    select distinct path from cube_bucket_layouts where cube_id = cid;
