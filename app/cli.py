@@ -217,6 +217,45 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+# -- rules -----------------------------------------------------------------------------------------
+def cmd_rules(args: argparse.Namespace) -> int:
+    from app import promise as pm
+    from app import rules
+    from app.cube import ensure_cube
+
+    try:
+        promises = _promises(args)
+        rules.parse_duration(args.slo_window)
+    except ValueError as exc:
+        sys.stderr.write(f"headroom rules: {exc}\n")
+        return 2
+    label = args.path_label or "model_name"
+    bounds, engine, source = None, args.engine, "vLLM's default bucket bounds (no export given)"
+    reports: list[Any] = []
+    if args.files:
+        with _workspace(args) as ws:
+            ids, reports = _load_for_analysis(ws, args.files)
+            if not ids:
+                sys.stderr.write("headroom rules: no dataset loaded\n")
+                return 1
+            bounds = pm.bucket_bounds(ws, ensure_cube(ws, ids, 300, [label]))
+            engine = engine or next((r.engine for r in reports if r.engine), None)
+            source = "the bucket bounds of " + ", ".join(Path(f).name for f in args.files)
+    try:
+        plan = rules.plan(promises, label, args.slo_window, engine or "vllm", bounds, args.allow_interpolated)
+    except ValueError as exc:
+        for line in str(exc).splitlines():
+            sys.stderr.write(f"headroom rules: {line}\n")
+        return 1
+    text = rules.to_yaml(plan, source)
+    if args.out:
+        Path(args.out).write_text(text)
+        sys.stderr.write(f"wrote {args.out}: check it with promtool check rules {args.out}\n")
+    else:
+        _write(text)
+    return 1 if any(r.status == "failed" for r in reports) else 0
+
+
 # -- scenarios -------------------------------------------------------------------------------------
 def _prices(args: argparse.Namespace) -> Any:
     from app.economics.inputs import parse_breach_prices
@@ -424,6 +463,20 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pr, default_memory=True)
     pr.set_defaults(func=cmd_report)
+
+    pu = sub.add_parser("rules", help="the promise as Prometheus recording rules and burn-rate alerts (YAML)")
+    pu.add_argument("files", nargs="*", help="exports whose bucket bounds the thresholds must sit on "
+                    "(default: vLLM's default buckets)")
+    pu.add_argument("--promise", action="append", help="[PATH=]TTFT_S/TPOT_S[@TARGET]; no PATH = every path")
+    pu.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
+    pu.add_argument("--path-label", help="the label whose values are the paths (default model_name)")
+    pu.add_argument("--slo-window", default="30d", help="the SLO period the burn factors are for (default 30d)")
+    pu.add_argument("--engine", help="engine whose histogram names the rules read (default: the export's, else vllm)")
+    pu.add_argument("--allow-interpolated", action="store_true",
+                    help="a threshold between bucket bounds reads the bound below (an upper bound of the ratio)")
+    pu.add_argument("--out", help="write the rules here (default: stdout)")
+    _add_db(pu, default_memory=True)
+    pu.set_defaults(func=cmd_rules)
 
     pn = sub.add_parser("scenarios", help="headroom cost against breach cost for capacity scenarios")
     pn.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")

@@ -238,3 +238,11 @@ def path_report(row: pd.Series, exact_share: float | None = None) -> dict[str, A
         "budget_remaining": None if joint_high is None else 1 - joint_high / budget,
         "budget_remaining_best": None if joint_low is None else 1 - joint_low / budget,
     }
+
+
+def bucket_bounds(ws: Workspace, cube_id: int) -> dict[str, list[float]]:
+    """Finite bucket bounds (seconds) per histogram signal of a cube: the thresholds that are exact."""
+    out: dict[str, list[float]] = {}
+    for signal, le in sql.rows(ws.cursor(), "cube__bucket_bounds", cube_id=cube_id):
+        out.setdefault(signal, []).append(float(le))
+    return out

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.cube", "app.promise"),
     ("app.records",),
     ("app.load",),
-    ("app.economics", "app.report"),
+    ("app.economics", "app.report", "app.rules"),
     ("app.ui",),
     ("app.cli", "app.bench", "app.app_pages", "app.streamlit_app", "app.__main__"),
 )

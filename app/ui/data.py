@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from app import load, sql
+from app import load, promise, sql
 from app.load import LoadReport
 from app.store import Workspace, data_dir
 
@@ -161,9 +161,5 @@ def request_paths(ws: Workspace, cube_id: int) -> list[str]:
 
 def bucket_bounds(ws: Workspace, cube_id: int) -> dict[str, list[float]]:
     """Finite bucket bounds (seconds) per histogram signal of a cube."""
-    rows = sql.rows(ws.cursor(), "cube__bucket_bounds", cube_id=cube_id)
-    out: dict[str, list[float]] = {}
-    for signal, le in rows:
-        out.setdefault(signal, []).append(float(le))
-    return out
+    return promise.bucket_bounds(ws, cube_id)
 
