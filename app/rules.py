@@ -157,7 +157,8 @@ def _selector(metric: str, *matchers: str) -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
-def _ratio_expr(th: Threshold, label: str, match: str, window: str) -> str:
+def ratio_expr(th: Threshold, label: str, match: str, window: str) -> str:
+    """The PromQL of one signal's breach ratio over ``window`` (what its recording rule records)."""
     total = f"sum by ({label}) (rate({_selector(th.family + '_count', match)}[{window}]))"
     le = f'le=~"{_quote(_le_regex(th.bound))}"'
     good = f"sum by ({label}) (rate({_selector(th.family + '_bucket', match, le)}[{window}]))"
@@ -221,7 +222,7 @@ def to_yaml(rules: RuleSet, source: str = "") -> str:
         for window in WINDOWS:
             for th in ths:
                 lines += [f"      - record: {record_name(th.signal + '_breach', window)}",
-                          f"        expr: {q(_ratio_expr(th, lab, match, window))}",
+                          f"        expr: {q(ratio_expr(th, lab, match, window))}",
                           "        labels:",
                           f"          headroom_promise: {q(p.path)}",
                           f"          headroom_threshold_seconds: {q(repr(th.threshold_s))}",

@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import load
+from app import load, rules
 from app.cube import cube_frame, ensure_cube
 from app.promise import Promise, shares
 from app.simulator import simulate_day
@@ -452,3 +452,68 @@ def test_whole_export_share_agrees_with_promql(fleet: Fleet) -> None:
                 high = 1 - c_h * f_lo / (n_h * f_hi)
                 assert low - 1e-12 <= share_p <= high + 1e-12, (path, family, le, share_p, share_h)
                 assert abs(share_p - share_h) < 0.005
+
+
+# -- the promise as rules ----------------------------------------------------------------------------
+def test_the_rules_evaluate_to_the_breach_ratios(fleet: Fleet) -> None:
+    """Each recording rule's expression, evaluated by Prometheus at a window's end, is PromQL's
+    extrapolated breach ratio of the raw samples (the oracle) to 1e-9, and Headroom's exact share of
+    the same hour within the extrapolation's reach (0.5 pp)."""
+    plan = rules.plan([Promise(path=p, ttft_s=0.5, tpot_s=0.05) for p in PATHS], bounds={
+        "ttft": [float(x) for x in LES[TTFT][:-1]], "tpot": [float(x) for x in LES[TPOT][:-1]]})
+    cube_id = ensure_cube(fleet.ws, None, 300, ["model_name"])
+    compared = 0
+    for end in (E0 + 3600, E0 + 7200):
+        start = end - 3600
+        frame = shares(fleet.ws, cube_id, [Promise(path=p, ttft_s=0.5, tpot_s=0.05) for p in PATHS],
+                       pd.Timestamp(start, unit="s"), pd.Timestamp(end, unit="s")).set_index("path")
+        for promise, ths, match in plan.promises:
+            for th in ths:
+                got = fleet.query(rules.ratio_expr(th, "model_name", match, "1h"), end)
+                assert [r["metric"] for r in got] == [{"model_name": promise.path}]
+                value = float(got[0]["value"][1])
+                family, le = th.family, repr(th.bound)
+                n = sum(extrapolate(fleet.points[k], start, end, fleet.semantics).result
+                        for k in _series_of(fleet, family, None, promise.path))
+                c = sum(extrapolate(fleet.points[k], start, end, fleet.semantics).result
+                        for k in _series_of(fleet, family, le, promise.path))
+                assert value == pytest.approx((n - c) / n, abs=1e-9), (promise.path, th.signal, end)
+                headroom = frame.loc[promise.path, f"{th.signal}_share"]
+                assert abs(value - headroom) < 0.005, (promise.path, th.signal, value, headroom)
+                compared += 1
+    assert compared == 8
+
+
+def test_prometheus_loads_the_rules_and_evaluates_them(tmp_path: Path) -> None:
+    """The rules file in a Prometheus' rule_files (evaluation every second): every rule healthy."""
+    _need_binaries()
+    text = rules.to_yaml(rules.plan([Promise(path=PATHS[0], ttft_s=0.5, tpot_s=0.05), Promise(ttft_s=2.5)]))
+    (tmp_path / "rules.yml").write_text(text)
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "prometheus.log").open("wb")
+    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=1) as resp:
+                    groups = json.load(resp)["data"]["groups"]
+                evaluated = [r for g in groups for r in g["rules"] if r.get("lastEvaluation", "").startswith("20")]
+                if groups and len(evaluated) == sum(len(g["rules"]) for g in groups):
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-2000:]
+            time.sleep(0.2)
+        all_rules = [r for g in groups for r in g["rules"]]
+        assert len(all_rules) == 7 * 4 + 6 + 7 * 3 + 6  # the TTFT-only promise has one ratio per window
+        assert {r["health"] for r in all_rules} == {"ok"}, [r.get("lastError") for r in all_rules]
+    finally:
+        proc.terminate()
+        proc.wait(20)
