@@ -241,6 +241,19 @@ def test_a_threshold_change_updates_the_share_without_rebuilding_the_cube(worksp
     assert_picklable(at)
 
 
+def test_the_promise_page_offers_its_rules_when_the_thresholds_are_bounds() -> None:
+    """MLPerf's presets (TTFT 2 s, TPOT 30 ms) are not bounds of vLLM's buckets: the page says so and
+    how to fix it; on bounds it offers the rules file (``headroom rules``' YAML, tested there)."""
+    at = goto(open_app(), "promise")
+    assert any("is not a bucket bound" in w.value and "--custom-histogram-buckets" in w.value for w in at.warning)
+    for path, (ttft, tpot) in {INTERACTIVE: (0.5, 0.05), BATCH: (2.5, 0.1)}.items():
+        at.number_input(key=state.promise_key(path, "ttft_s")).set_value(ttft).run()
+        at.number_input(key=state.promise_key(path, "tpot_s")).set_value(tpot).run()
+    assert not at.exception, at.exception
+    assert not any("is not a bucket bound" in w.value for w in at.warning)
+    assert [b.proto.label for b in at.get("download_button")] == ["Download rules.yml"]
+
+
 def test_a_preset_sets_the_thresholds() -> None:
     at = goto(open_app(), "promise")
     at.selectbox(key=state.promise_key(BATCH, "preset")).set_value("mlperf-v5.1-llama3.1-405b-server").run()

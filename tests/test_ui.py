@@ -323,3 +323,17 @@ def test_break_even_lines_say_what_is_missing() -> None:
     doc["break_even_breach_price"] = {"chat": 1.8}
     assert economics_view.break_even_lines(doc) == [
         "Break-even price of one **chat** breach for replica 4: **$1.8000** (entered: $10.0000)"]
+
+
+def test_the_rules_file_of_the_promise_page() -> None:
+    promises = promise_view.to_promises([("chat", 0.5, 0.05, None, None, 0.99)])
+    text, note = promise_view.rules_file(promises, ["model_name"], [], {"ttft": [0.25, 0.5], "tpot": [0.05]}, "vllm-v1")
+    assert text is not None and "headroom:ttft_breach:ratio_rate5m" in text and 'model_name=\\"chat\\"' in text
+    assert "reading model_name" in note
+    none, why = promise_view.rules_file(promises, ["model_name", "instance"], [], {}, None)
+    assert none is None and "model_name / instance" in why and "--path-label" in why
+    none, why = promise_view.rules_file(promises, ["model_name"], [("a", "b")], {}, None)
+    assert none is None and "renaming rules" in why
+    none, why = promise_view.rules_file(promises, ["model_name"], [], {"ttft": [0.25, 1.0], "tpot": [0.05]}, None)
+    assert none is None and "TTFT 0.5 s is not a bucket bound" in why
+

@@ -141,3 +141,16 @@ st.dataframe(promise_view.alert_summary(alerts), hide_index=True, key="alert_tab
 st.caption("Page when the 1 h and 5 min burn both exceed 14.4 (2 % of a 30-day budget in 1 h), or 6 h and 30 min "
            "exceed 6; ticket when 3 d and 6 h exceed 1. *possible*: only the high end of the share interval burns "
            "that fast. Blank: the cube window is longer than the rule's short window.")
+
+# -- as Prometheus rules -------------------------------------------------------------------------------
+st.subheader("As Prometheus rules")
+engines = [e for e in ws.datasets().set_index("dataset_id").reindex(list(ref.datasets))["engine"] if isinstance(e, str)]
+rules_yaml, rules_note = promise_view.rules_file(promise_view.to_promises(promises), ws.path_labels(),
+                                                 ws.path_rules(), cache.bucket_bounds(db, ref),
+                                                 engines[0] if engines else None)
+if rules_yaml is None:
+    st.warning(rules_note)
+else:
+    st.caption(rules_note)
+    st.download_button("Download rules.yml", rules_yaml, file_name="headroom-rules.yml", mime="application/yaml",
+                       key="rules_download")

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from app import promise as pm
+from app import rules
 from app.store import Workspace
 from app.ui.units import pct
 
@@ -142,3 +143,19 @@ def alert_summary(alerts: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     return pd.DataFrame(rows)
 
+
+
+def rules_file(promises: Sequence[pm.Promise], labels: Sequence[str], path_rules: Sequence[tuple[str, str]],
+               bounds: Mapping[str, Sequence[float]], engine: str | None) -> tuple[str | None, str]:
+    """The promises as Prometheus rules (``headroom rules``' YAML), or None with what stops it."""
+    if len(labels) != 1 or path_rules:
+        return None, (f"The rules name a path by one label's value; this workspace names paths by "
+                      f"{' / '.join(labels)}{' with renaming rules' if path_rules else ''}. Run "
+                      "`headroom rules EXPORT --path-label LABEL --promise ...` with the label your alerts group by.")
+    try:
+        plan = rules.plan(list(promises), labels[0], "30d", engine or "vllm", bounds)
+    except ValueError as exc:
+        return None, str(exc)
+    return rules.to_yaml(plan, "the Promise page"), (
+        f"Recording rules for each path's TTFT and TPOT breach ratio (5 min to 3 d) and the burn-rate alerts of a "
+        f"30-day SLO, reading {labels[0]}; check with `promtool check rules`.")
