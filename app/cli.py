@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import getpass
 import io
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -215,6 +217,83 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         _write(report.to_markdown(doc))
     return 1 if any(r.status == "failed" for r in reports) else 0
+
+
+# -- live stores -----------------------------------------------------------------------------------
+def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--prometheus", metavar="URL", required=required,
+                   help="a Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics) "
+                   "to read the raw samples from instead of files")
+    p.add_argument("--bearer-token-env", metavar="NAME", help="environment variable holding a bearer token "
+                   "(default $HEADROOM_PROMETHEUS_TOKEN when set)")
+    p.add_argument("--basic-auth-env", metavar="NAME", help="environment variable holding user:password "
+                   "(default $HEADROOM_PROMETHEUS_BASIC_AUTH when set)")
+    p.add_argument("--ask-token", action="store_true", help="prompt for a bearer token (not echoed)")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="an extra request header, e.g. 'X-Scope-OrgID: tenant' for Mimir or Cortex")
+    p.add_argument("--ca-file", help="CA bundle to verify the store's TLS certificate with")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS (said on stderr)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (default 30)")
+    p.add_argument("--match", help="a label selector narrowing the series, e.g. '{job=\"vllm\"}'")
+    p.add_argument("--chunk", default="1h", help="time per query (default 1h; smaller for dense stores)")
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from app import live
+
+    env = dict(os.environ)
+    if args.ask_token:
+        env[live.TOKEN_ENV] = getpass.getpass("bearer token: ")
+        args.bearer_token_env = None
+    if args.insecure:
+        sys.stderr.write(f"warning: TLS certificates of {args.prometheus} are NOT verified (--insecure)\n")
+    return live.store_from_env(args.prometheus, env, token_env=args.bearer_token_env,
+                               basic_env=args.basic_auth_env, extra_headers=args.header, timeout_s=args.timeout,
+                               ca_file=args.ca_file, insecure=args.insecure)
+
+
+def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
+    """Fetch (start, end] of ``--prometheus`` into ``out``; the exit code on failure (printed), else None."""
+    from app import live
+    from app.cube import parse_window
+
+    try:
+        store = _store(args)
+        start = live.parse_time(args.start or "now-1d")
+        end = live.parse_time(args.end or "now")
+        if end <= start:
+            raise live.LiveError(f"--end {args.end} is not after --start {args.start}")
+        chunk_s = parse_window(args.chunk)
+        live.selector_matchers(args.match)
+        progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
+        if progress:
+            progress(f"reading {store.describe()} from {start.isoformat()} to {end.isoformat()}")
+        n = live.fetch_to_parquet(live.Client(store), start, end, out, match=args.match, chunk_s=chunk_s,
+                                  progress=progress)
+    except (live.LiveError, ValueError) as exc:
+        sys.stderr.write(f"headroom {command}: {exc}\n")
+        return 1
+    sys.stderr.write(f"  {n:,} samples written to {out}\n")
+    return None
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    failed = _fetch(args, Path(args.out), "fetch")
+    return 0 if failed is None else failed
+
+
+def _with_live(args: argparse.Namespace, command: str, run: Any) -> int:
+    """Run ``run(args)`` on the files given plus, with ``--prometheus``, the raw samples fetched into a
+    temporary export (the exact path: the cube is built locally)."""
+    if not getattr(args, "prometheus", None):
+        return run(args)
+    with tempfile.TemporaryDirectory(prefix="headroom-live-") as tmp:
+        out = Path(tmp) / "live.parquet"
+        failed = _fetch(args, out, command)
+        if failed is not None:
+            return failed
+        args.files = [*args.files, str(out)]
+        return run(args)
 
 
 # -- rules -----------------------------------------------------------------------------------------
@@ -462,7 +541,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--exclude-failed", action="store_true", help="do not count failed requests as breaches")
     pr.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pr, default_memory=True)
-    pr.set_defaults(func=cmd_report)
+    _add_store(pr)
+    pr.set_defaults(func=lambda a: _with_live(a, "report", cmd_report))
+
+    pf = sub.add_parser("fetch", help="read the raw serving samples of a live Prometheus-compatible store into a "
+                        "long Parquet file (what headroom load reads)")
+    _add_store(pf, required=True)
+    pf.add_argument("--start", help="ISO-8601, Unix seconds or relative (default now-1d)")
+    pf.add_argument("--end", help="ISO-8601, Unix seconds or relative (default now)")
+    pf.add_argument("--out", required=True, help="the Parquet file to write")
+    pf.add_argument("--quiet", action="store_true", help="no progress lines")
+    pf.set_defaults(func=cmd_fetch)
 
     pu = sub.add_parser("rules", help="the promise as Prometheus recording rules and burn-rate alerts (YAML)")
     pu.add_argument("files", nargs="*", help="exports whose bucket bounds the thresholds must sit on "
@@ -521,7 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pn, default_memory=True)
-    pn.set_defaults(func=cmd_scenarios)
+    _add_store(pn)
+    pn.add_argument("--start", help="with --prometheus: ISO-8601, Unix seconds or relative (default now-1d)")
+    pn.add_argument("--end", help="with --prometheus: default now")
+    pn.set_defaults(func=lambda a: _with_live(a, "scenarios", cmd_scenarios))
 
     pv = sub.add_parser("saved", help="saved scenario sets: list, show, compare, export, import, delete")
     pv.add_argument("action", choices=["list", "show", "compare", "export", "import", "delete"])

@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.store",),
     ("app.cube", "app.promise"),
     ("app.records",),
-    ("app.load",),
+    ("app.load", "app.live"),
     ("app.economics", "app.report", "app.rules"),
     ("app.ui",),
     ("app.cli", "app.bench", "app.app_pages", "app.streamlit_app", "app.__main__"),

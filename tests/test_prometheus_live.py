@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import load, rules
+from app import cli, load, rules
 from app.cube import cube_frame, ensure_cube
 from app.promise import Promise, shares
 from app.simulator import simulate_day
@@ -517,3 +517,22 @@ def test_prometheus_loads_the_rules_and_evaluates_them(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+# -- reading the store live ----------------------------------------------------------------------------
+def test_the_raw_samples_read_live_give_the_file_cube_exactly(fleet: Fleet, tmp_path: Path) -> None:
+    """``headroom fetch`` (raw samples, chunked by the hour: not evaluated, not extrapolated) then a load
+    gives the cube of the same data loaded from the file, cell for cell, at 5-minute and 1-minute windows."""
+    out = tmp_path / "live.parquet"
+    rc = cli.main(["fetch", "--prometheus", fleet.url, "--start", str(E0 - 60), "--end", str(E0 + WHOLE),
+                   "--chunk", "1h", "--out", str(out), "--quiet"])
+    assert rc == 0
+    with Workspace(":memory:") as ws:
+        report = load.load_file(ws, out)
+        assert report.status == "loaded", report.errors
+        assert report.samples == sum(len(p) for p in fleet.points.values())
+        for window_s in (300, 60):
+            live_cube = cube_frame(ws, ensure_cube(ws, [report.dataset_id], window_s, ["model_name"]))
+            file_cube = fleet.cube(window_s, "path")
+            pd.testing.assert_frame_equal(live_cube.reset_index(drop=True), file_cube.reset_index(drop=True),
+                                          check_exact=True)

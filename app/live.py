@@ -1,0 +1,275 @@
+"""Reading a live Prometheus-compatible store (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics)
+through its HTTP API with ``prometheus-api-client``: the raw samples of the serving metrics, chunked
+by time, in the long format ``headroom load`` reads — the exact path (the cube is then built locally,
+as from a file; no ``increase()`` extrapolation).
+
+Credentials come from an environment variable (or a prompt) and live only in the request headers:
+never in the workspace, the output, the exports or a saved set. TLS is verified unless ``insecure``.
+Every failure is a ``LiveError`` of one line, within the timeout: connection refused, no answer,
+401/403, 5xx and 429 (retried with backoff, a ``Retry-After`` honoured up to the time left), a body
+that is not JSON, and Prometheus' error envelope.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import csv
+import json
+import math
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+from app.store import data_dir
+
+TOKEN_ENV = "HEADROOM_PROMETHEUS_TOKEN"  # a bearer token
+BASIC_ENV = "HEADROOM_PROMETHEUS_BASIC_AUTH"  # user:password
+_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created", "_info")
+
+
+class LiveError(RuntimeError):
+    """A store that could not be read, in one line (never holding the credential)."""
+
+
+class _CappedRetry(Retry):
+    """urllib3's retry whose waits, ``Retry-After`` included, never outlast the request's deadline."""
+
+    DEADLINE: float = math.inf
+
+    def sleep_for_retry(self, response: Any = None) -> bool:
+        wait = self.get_retry_after(response) if response is not None else None
+        if wait is None:
+            return False
+        time.sleep(max(0.0, min(wait, self.DEADLINE - time.monotonic())))
+        return True
+
+    def _sleep_backoff(self) -> None:
+        time.sleep(max(0.0, min(self.get_backoff_time(), self.DEADLINE - time.monotonic())))
+
+
+@dataclass(frozen=True)
+class Store:
+    """How to reach one store. ``headers`` may hold a credential: it is never printed (``__repr__``)."""
+
+    url: str
+    timeout_s: float = 30.0
+    retries: int = 3
+    ca_file: str | None = None
+    insecure: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def describe(self) -> str:
+        auth = "with credentials" if any(k.lower() == "authorization" for k in self.headers) else "no credentials"
+        tls = "TLS not verified (--insecure)" if self.insecure else ("TLS verified" if self.url.startswith("https")
+                                                                      else "plain HTTP")
+        return f"{self.url} ({auth}; {tls}; timeout {self.timeout_s:g} s)"
+
+
+def store_from_env(url: str, env: Mapping[str, str], token_env: str | None = None, basic_env: str | None = None,
+                   extra_headers: Sequence[str] = (), **kw: Any) -> Store:
+    """A ``Store`` whose credential is read from the environment (a bearer token in ``token_env`` or
+    ``$HEADROOM_PROMETHEUS_TOKEN``, or ``user:password`` in ``basic_env`` / ``$HEADROOM_PROMETHEUS_BASIC_AUTH``)
+    and whose ``extra_headers`` are ``Name: value`` (e.g. ``X-Scope-OrgID: tenant`` for Mimir/Cortex)."""
+    if not re.match(r"^https?://[^/\s]+", url or ""):
+        raise LiveError(f"{url!r}: expected an http:// or https:// URL of the store's API, e.g. http://prometheus:9090")
+    headers: dict[str, str] = {}
+    for item in extra_headers:
+        name, sep, value = item.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9-]+", name.strip()):
+            raise LiveError(f"--header {name.strip()!r}: expected 'Name: value'")
+        headers[name.strip()] = value.strip()
+    token = env.get(token_env or TOKEN_ENV)
+    basic = env.get(basic_env or BASIC_ENV)
+    if token_env and token is None:
+        raise LiveError(f"${token_env} is not set (it should hold the bearer token)")
+    if basic_env and basic is None:
+        raise LiveError(f"${basic_env} is not set (it should hold user:password)")
+    if token:
+        headers["Authorization"] = f"Bearer {token.strip()}"
+    elif basic:
+        headers["Authorization"] = "Basic " + base64.b64encode(basic.strip().encode()).decode()
+    return Store(url=url.rstrip("/"), headers=headers, **kw)
+
+
+class Client:
+    """Queries on one store; every error a ``LiveError``."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        session = requests.Session()
+        session.verify = store.ca_file or not store.insecure
+        # a refused connection and 5xx/429 answers are retried; a read that times out is not (the timeout holds)
+        self._retry = _CappedRetry(total=store.retries, connect=store.retries, read=0, status=store.retries,
+                                   backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
+                                   allowed_methods=("GET", "POST"), respect_retry_after_header=True,
+                                   raise_on_status=False)
+        self._pc = PrometheusConnect(url=store.url, headers=dict(store.headers), retry=self._retry, session=session,
+                                     timeout=store.timeout_s)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        _CappedRetry.DEADLINE = time.monotonic() + self.store.timeout_s  # waits between tries end by then
+        try:
+            return fn(*args, **kw)
+        except requests.exceptions.SSLError:
+            raise LiveError(f"{self.store.url}: TLS verification failed (give the CA with --ca-file, or --insecure)"
+                            ) from None
+        except requests.exceptions.Timeout:
+            raise LiveError(f"{self.store.url}: no answer within {self.store.timeout_s:g} s ({what})") from None
+        except requests.exceptions.ConnectionError as exc:
+            text = str(exc).lower()
+            why = ("connection refused" if "refused" in text else
+                   f"no answer within {self.store.timeout_s:g} s" if "timed out" in text else "cannot connect")
+            raise LiveError(f"{self.store.url}: {why} ({what})") from None
+        except requests.exceptions.JSONDecodeError:
+            raise LiveError(f"{self.store.url}: the answer to {what} is not JSON: is this the store's API URL "
+                            "(e.g. http://prometheus:9090, http://mimir/prometheus)?") from None
+        except PrometheusApiClientException as exc:
+            raise LiveError(self._http_error(str(exc), what)) from None
+        except (KeyError, TypeError, ValueError):
+            raise LiveError(f"{self.store.url}: the answer to {what} is not a Prometheus API answer") from None
+
+    def _http_error(self, text: str, what: str) -> str:
+        m = re.match(r"HTTP Status Code (\d+) \((.*)\)$", text, re.S)
+        if not m:
+            return f"{self.store.url}: {what} failed: {text.splitlines()[0][:200]}"
+        code, body = int(m.group(1)), m.group(2)
+        try:
+            raw = ast.literal_eval(body)
+            doc = json.loads(raw)
+            detail = f"{doc.get('errorType', 'error')}: {doc.get('error', '')}".strip()
+        except (ValueError, SyntaxError, TypeError, AttributeError):
+            detail = ""
+        meaning = {401: "unauthorized: check the credential ($" + TOKEN_ENV + " or --bearer-token-env)",
+                   403: "forbidden: the credential may not read this (a tenant header, e.g. --header 'X-Scope-OrgID: t')",
+                   404: "not found: is this the store's API URL?", 429: "too many requests (after retries)"}
+        words = meaning.get(code, "the store refused the query" if code < 500 else
+                            f"the store failed (after {self.store.retries} retries)")
+        return f"{self.store.url}: HTTP {code} {words}" + (f" — {detail[:300]}" if detail else "") + f" ({what})"
+
+    # -- the API --------------------------------------------------------------------------------------
+    def metric_names(self) -> list[str]:
+        return list(self._call("the metric names", self._pc.all_metrics))
+
+    def query(self, expr: str, at: float) -> list[dict[str, Any]]:
+        return self._call("a query", self._pc.custom_query, expr, params={"time": f"{at:.3f}"})
+
+
+def known_families() -> list[str]:
+    """The metric families of every engine Headroom knows (``data/signals.csv``)."""
+    with (data_dir() / "signals.csv").open() as fh:
+        return sorted({r["family"] for r in csv.DictReader(fh)})
+
+
+def selector_matchers(match: str | None) -> str:
+    """The matchers inside ``match`` (a PromQL selector such as ``{job="vllm"}``), checked."""
+    if not match:
+        return ""
+    m = re.fullmatch(r"\s*\{(.*)\}\s*", match, re.S)
+    if not m:
+        raise LiveError(f"--match {match!r}: expected a label selector such as '{{job=\"vllm\"}}'")
+    return m.group(1).strip()
+
+
+def _selector(match: str | None, names: Sequence[str]) -> str:
+    """``match`` narrowed to the metric ``names``."""
+    inner = selector_matchers(match)
+    regex = "|".join(re.escape(n) for n in names).replace("\\", "\\\\")
+    return "{" + ", ".join(x for x in (f'__name__=~"{regex}"', inner) if x) + "}"
+
+
+def serving_metric_names(client: Client) -> list[str]:
+    """The store's metric names that belong to a known engine family (with a histogram's or counter's
+    suffixes)."""
+    families = known_families()
+    wanted = {f + s for f in families for s in ("", *_SUFFIXES)}
+    return sorted(n for n in client.metric_names() if n in wanted)
+
+
+def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,
+               chunk_s: int = 3600, progress: Any = None) -> Iterator[pd.DataFrame]:
+    """The raw samples in (start, end], a chunk of time at a time: the instant query ``SELECTOR[chunk]``
+    at each chunk's end returns every stored sample of the chunk, unevaluated."""
+    if not names:
+        raise LiveError(f"{client.store.url}: no metric of a known serving engine (vLLM, SGLang, TGI, TensorRT-LLM/"
+                        "Triton, NIM, DCGM) in the store; check --match or the URL")
+    selector = _selector(match, names)
+    t0, t1 = start.timestamp(), end.timestamp()
+    n_chunks = max(1, math.ceil((t1 - t0) / chunk_s))
+    for i in range(n_chunks):
+        hi = min(t1, t0 + (i + 1) * chunk_s)
+        width = int(math.ceil(hi - (t0 + i * chunk_s)))
+        result = client.query(f"{selector}[{width}s]", hi)
+        rows: list[tuple[str, str, float, float]] = []
+        for series in result:
+            labels = dict(series["metric"])
+            metric = labels.pop("__name__", "")
+            text = json.dumps(labels, sort_keys=True)
+            rows += [(metric, text, float(t), float(v)) for t, v in series.get("values", [])]
+        if progress:
+            progress(f"{i + 1}/{n_chunks}: {len(rows):,} samples up to "
+                     f"{datetime.fromtimestamp(hi, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}")
+        if rows:
+            frame = pd.DataFrame(rows, columns=["metric", "labels", "ts", "value"])
+            frame["ts"] = pd.to_datetime(frame["ts"], unit="s", utc=True)
+            yield frame
+
+
+SCHEMA = pa.schema([("timestamp", pa.timestamp("ms", tz="UTC")), ("metric", pa.string()),
+                    ("labels", pa.string()), ("value", pa.float64())])
+
+
+def fetch_to_parquet(client: Client, start: datetime, end: datetime, out: Path, match: str | None = None,
+                     chunk_s: int = 3600, progress: Any = None) -> int:
+    """Write the raw serving samples of (start, end] as long Parquet (what ``headroom load`` reads); the
+    number of samples."""
+    names = serving_metric_names(client)
+    n = 0
+    tmp = out.with_name(out.name + ".partial")
+    with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
+        for frame in raw_chunks(client, start, end, names, match, chunk_s, progress):
+            table = pa.table({"timestamp": frame["ts"], "metric": frame["metric"], "labels": frame["labels"],
+                              "value": frame["value"]}, schema=SCHEMA)
+            writer.write_table(table)
+            n += len(frame)
+    if n == 0:
+        tmp.unlink(missing_ok=True)
+        raise LiveError(f"{client.store.url}: no sample of the serving metrics between {start.isoformat()} and "
+                        f"{end.isoformat()}")
+    tmp.replace(out)  # a file appears only whole
+    return n
+
+
+_RELATIVE = re.compile(r"^now(?:\s*-\s*(\d+(?:\.\d+)?)\s*([smhdw]))?$")
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """ISO-8601 (``2026-11-17T00:00:00Z``), Unix seconds, or relative: ``now``, ``now-7d`` (s, m, h, d, w)."""
+    now = now or datetime.now(UTC)
+    t = (text or "").strip()
+    m = _RELATIVE.match(t)
+    if m:
+        if not m.group(1):
+            return now
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+        return now - timedelta(seconds=float(m.group(1)) * unit)
+    try:
+        return datetime.fromtimestamp(float(t), UTC)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise LiveError(f"time {text!r}: expected ISO-8601 (2026-11-17T00:00:00Z), Unix seconds or now-7d") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)

@@ -1,0 +1,167 @@
+"""Reading a live store: every failure is one clear line within the timeout, and the credential never
+appears in anything Headroom writes (a test HTTP server plays each fault)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import socket
+import threading
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from app import cli, live
+
+SECRET = "s3cr3t-token-do-not-print"
+HANG = threading.Event()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers by the first path segment: /ok, /hang, /401, /403, /500, /429, /html, /envelope."""
+
+    calls: dict[str, int] = {}
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        mode = self.path.split("/")[1]
+        _Handler.calls[mode] = _Handler.calls.get(mode, 0) + 1
+        if mode == "hang":
+            HANG.wait(30)
+            return
+        if mode == "429" and _Handler.calls[mode] == 1:
+            self._send(429, b'{"status":"error","error":"slow down"}', {"Retry-After": "1"})
+            return
+        if mode in ("401", "403", "500"):
+            self._send(int(mode), b'{"status":"error","errorType":"auth","error":"no"}')
+            return
+        if mode == "html":
+            self._send(200, b"<html><body>Grafana login</body></html>", {"Content-Type": "text/html"})
+            return
+        if mode == "envelope":
+            self._send(422, json.dumps({"status": "error", "errorType": "execution",
+                                        "error": "query processing would load too many samples"}).encode())
+            return
+        assert self.headers.get("Authorization") == f"Bearer {SECRET}"
+        if self.path.split("?")[0].endswith("/api/v1/label/__name__/values"):
+            self._send(200, json.dumps({"status": "success", "data": ["vllm:num_requests_running", "up"]}).encode())
+            return
+        result = [{"metric": {"__name__": "vllm:num_requests_running", "model_name": "m", "engine": "0"},
+                   "values": [[1795000000 + 15 * i, str(i % 4)] for i in range(4)]}]
+        self._send(200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode())
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def server() -> str:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    HANG.set()
+    httpd.shutdown()
+
+
+def _fetch(url: str, tmp: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[int, str, str, float]:
+    monkeypatch.setenv(live.TOKEN_ENV, SECRET)
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.monotonic()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = cli.main(["fetch", "--prometheus", url, "--start", "1795000000", "--end", "1795000060",
+                       "--timeout", "2", "--out", str(tmp / "out.parquet"), "--quiet", *extra])
+    return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("refused", r"connection refused"),
+    ("hang", r"no answer within 2 s"),
+    ("401", r"HTTP 401 unauthorized: check the credential"),
+    ("403", r"HTTP 403 forbidden: .*X-Scope-OrgID"),
+    ("500", r"HTTP 500 the store failed \(after 3 retries\)"),
+    ("html", r"is not JSON: is this the store's API URL"),
+    ("envelope", r"HTTP 422 the store refused the query — execution: query processing would load too many samples"),
+])
+def test_each_fault_is_one_line_within_the_timeout(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   where: str, expected: str) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}" if where == "refused" else f"{server}/{where}"
+    rc, out, err, took = _fetch(url, tmp_path, monkeypatch)
+    assert rc == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("headroom fetch: "), err
+    assert re.search(expected, lines[0]), lines[0]
+    assert "Traceback" not in err and SECRET not in err
+    assert took < 2 + 4  # the timeout holds (the retries' waits end with it)
+    assert not (tmp_path / "out.parquet").exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_a_429_is_retried_after_its_retry_after(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rc, _, err, took = _fetch(f"{server}/429", tmp_path, monkeypatch)
+    # the first answer is 429 (Retry-After: 1 s), the retry succeeds
+    assert rc == 0, err
+    assert 1.0 <= took < 6
+    assert _Handler.calls["429"] >= 2
+
+
+def test_the_credential_is_sent_and_never_written(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rc, out, err, _ = _fetch(f"{server}/ok", tmp_path, monkeypatch, "--header", "X-Scope-OrgID: team-a")
+    assert rc == 0, err
+    assert SECRET not in out + err
+    for path in tmp_path.rglob("*"):
+        assert SECRET.encode() not in path.read_bytes(), path
+    # what was written is the long format headroom load reads
+    rc2, out2, err2 = _run_load(tmp_path / "out.parquet")
+    assert rc2 == 0, err2
+    report = json.loads(out2)["files"][0]
+    assert report["status"] == "loaded" and report["samples"] == 4 and report["engine"] == "vllm-v1"
+    assert SECRET not in out2 + err2
+    assert repr(live.store_from_env("http://x:9090", {live.TOKEN_ENV: SECRET})).find(SECRET) == -1
+
+
+def _run_load(path: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = cli.main(["load", str(path), "--format", "json", "--db", ":memory:"])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_bad_arguments_are_refused_before_any_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for extra, expected in ((["--prometheus", "prometheus:9090"], "expected an http:// or https:// URL"),
+                            (["--prometheus", "http://x:9", "--bearer-token-env", "NOPE_NOT_SET"], "$NOPE_NOT_SET is not set"),
+                            (["--prometheus", "http://x:9", "--header", "no colon"], "expected 'Name: value'"),
+                            (["--prometheus", "http://x:9", "--match", "job=vllm"], "expected a label selector")):
+        monkeypatch.delenv("NOPE_NOT_SET", raising=False)
+        err = io.StringIO()
+        with redirect_stderr(err), redirect_stdout(io.StringIO()):
+            rc = cli.main(["fetch", *extra, "--start", "1795000000", "--end", "1795000060", "--timeout", "1",
+                           "--out", str(tmp_path / "x.parquet"), "--quiet"])
+        assert rc == 1 and expected in err.getvalue(), err.getvalue()
+
+
+def test_relative_and_absolute_times() -> None:
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert live.parse_time("now-7d", now) == datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    assert live.parse_time("now - 90m", now) == datetime(2026, 12, 1, 10, 30, tzinfo=UTC)
+    assert live.parse_time("2026-11-17T00:00:00Z") == datetime(2026, 11, 17, tzinfo=UTC)
+    assert live.parse_time("1795000000") == datetime.fromtimestamp(1795000000, UTC)
+    with pytest.raises(live.LiveError, match="expected ISO-8601"):
+        live.parse_time("yesterday")
