@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app import load
+from app.escape import csv_row, md, visible
 from app.jsonable import dumps
 from app.store import MEMORY, Workspace, default_db_path
 
@@ -76,24 +77,24 @@ def _load_text(reports: Sequence[Any]) -> str:
     out = []
     for r in reports:
         if r.status == "failed":
-            out.append(f"FAILED  {r.file}")
-            out.extend(f"  error: {e}" for e in r.errors)
+            out.append(f"FAILED  {visible(r.file)}")
+            out.extend(f"  error: {visible(e)}" for e in r.errors)
             continue
         state = "loaded" if r.status == "loaded" else "already loaded (same bytes)"
-        out.append(f"{state}  {r.file}  -> dataset {r.dataset!r}")
+        out.append(f"{state}  {visible(r.file)}  -> dataset {r.dataset!r}")
         fmt = r.format + (" (gzip)" if r.gzip else "")
         out.append(f"  format: {fmt}   engine: {r.engine or 'unknown'}")
         out.append(f"  series: {r.series}   samples: {r.samples}")
         interval = f"{r.scrape_interval_s:g} s" if r.scrape_interval_s else "n/a (one scrape)"
         out.append(f"  time range: {r.start} .. {r.end}   scrape interval: {interval}   time from: {r.time_source}")
         out.append(f"  signals: {', '.join(r.signals) or 'none'}")
-        out.append(f"  paths: {', '.join(r.paths) or 'none'}")
+        out.append(f"  paths: {', '.join(visible(p) for p in r.paths) or 'none'}")
         out.append(f"  counter resets: {r.resets}   non-monotone buckets repaired: {r.repairs}")
         if r.unknown_metrics:
-            shown = ", ".join(r.unknown_metrics[:12])
+            shown = ", ".join(visible(m) for m in r.unknown_metrics[:12])
             more = f" (+{len(r.unknown_metrics) - 12} more)" if len(r.unknown_metrics) > 12 else ""
             out.append(f"  unknown metrics kept ({len(r.unknown_metrics)}): {shown}{more}")
-        out.extend(f"  note: {n}" for n in r.notes)
+        out.extend(f"  note: {visible(n)}" for n in r.notes)
     return "\n".join(out)
 
 
@@ -124,7 +125,7 @@ def cmd_cube(args: argparse.Namespace) -> int:
                                 lineterminator="\n")
         writer.writeheader()
         for rec in records:
-            writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+            writer.writerow(csv_row(rec))
         _write(buf.getvalue())
     return 1 if any(r.status == "failed" for r in reports) else 0
 
@@ -337,7 +338,7 @@ def _one(args: argparse.Namespace) -> str:
 
 def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
     usd = lambda x: "n/a" if x is None else f"${x:,.0f}"  # noqa: E731
-    out = [f"| replicas | traffic | context | total {names[0]} | total {names[1]} | difference |",
+    out = [f"| replicas | traffic | context | total {md(names[0])} | total {md(names[1])} | difference |",
            "|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {usd(r['total_cost_a'])} | "
             f"{usd(r['total_cost_b'])} | {usd(r['difference'])} |" for r in rows]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app.cube import parse_window
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import data as data_view
 from app.ui.page import open_page
 
 page = open_page("Data", needs_paths=False)
 db, ws = page.db, page.ws
-st.caption(f"Workspace: `{ws.path}` — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
+st.caption(f"Workspace: {md(ws.path)} — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
 
 # -- load --------------------------------------------------------------------------------------------
 with st.form("upload_form", clear_on_submit=True):
@@ -33,10 +34,10 @@ if state.LAST_REPORTS in st.session_state:
     st.subheader("Last load")
     for r in reports.itertuples(index=False):
         if r.status == "failed":
-            st.error(f"**{r.file}** was not loaded: {r.errors}")
+            st.error(f"**{md(r.file)}** was not loaded: {md(r.errors)}")
         else:
-            st.success(f"**{r.file}**: {r.status} — {r.format}, engine {r.engine or 'unknown'}, "
-                       f"{r.series:,} series, {r.samples:,} samples, paths: {r.paths or 'none'}")
+            st.success(f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, "
+                       f"{r.series:,} series, {r.samples:,} samples, paths: {md(r.paths or 'none')}")
     st.dataframe(reports, hide_index=True, key="last_load_table")
 
 
@@ -88,7 +89,7 @@ else:
             labels = data_view.parse_labels(st.session_state[state.PATH_LABELS])
             rules = data_view.parse_rules(st.session_state[state.PATH_RULES])
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
         else:
             ws.set_paths(labels, rules)
             ws.set_setting(data_view.SETTING_WINDOW, window_s)

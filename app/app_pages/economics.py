@@ -13,6 +13,7 @@ import time
 import streamlit as st
 
 from app.economics import saved
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import data as data_view
 from app.ui import economics as economics_view
@@ -51,7 +52,7 @@ with st.form("econ_form"):
     c[4].number_input("Horizon (hours)", min_value=1.0, step=24.0, key=state.econ_key("horizon_hours"))
     c = st.columns(len(paths) + 1)
     for col, p in zip(c, paths, strict=False):
-        col.number_input(f"USD per breach: {p}", min_value=0.0, step=0.001, format="%.4f",
+        col.number_input(f"USD per breach: {md(p)}", min_value=0.0, step=0.001, format="%.4f",
                          key=state.breach_price_key(p))
     c[-1].selectbox("Fleet cost split across paths", ["requests", "equal"], key=state.econ_key("split"))
     with st.expander("Engine facts and assumptions (empty: read from the data, else vLLM's default)"):
@@ -82,7 +83,7 @@ if submitted:
     try:
         inputs = economics_view.scenario_inputs(new, ws.path_labels(), ws.path_rules(), promises)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     else:
         spec, grid = inputs.replay_key(), inputs.scenarios()
         started, clicked, predictions, replayed = time.perf_counter(), time.time(), [], 0
@@ -98,7 +99,7 @@ if submitted:
                     bar.progress((i + 1) / len(grid), text=f"N'={n} traffic ×{g:g} context ×{m:g}: "
                                  + (f"replayed in {result.took_s:.1f} s" if fresh else "from the cache"))
             except ValueError as exc:
-                status.update(label=f"Could not run the scenarios: {exc}", state="error")
+                status.update(label=f"Could not run the scenarios: {md(exc)}", state="error")
             else:
                 # beside the model (no replay): the empirical curve and the queueing view, as the CLI does
                 try:
@@ -106,7 +107,7 @@ if submitted:
                     queue = inputs.queueing(analysis)
                 except ValueError as exc:
                     cross = queue = None
-                    st.warning(f"No load–response curve or queueing view: {exc}")
+                    st.warning(f"No load–response curve or queueing view: {md(exc)}")
                 status.update(label=f"{len(grid)} scenarios, {replayed} replayed, in "
                               f"{time.perf_counter() - started:.1f} s", state="complete", expanded=False)
                 st.session_state[state.ECON_RUN] = {
@@ -163,7 +164,7 @@ else:
             try:
                 saved.save(ws, name.strip(), sets_view.saved_inputs(run), doc)
             except ValueError as exc:
-                st.error(str(exc))
+                st.error(md(exc))
             else:
-                st.success(f"Saved **{name.strip()}**: compare it on the Scenario sets page "
+                st.success(f"Saved **{md(name.strip())}**: compare it on the Scenario sets page "
                            "(or `headroom saved compare`).")

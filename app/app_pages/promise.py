@@ -13,6 +13,7 @@ from datetime import timedelta
 import streamlit as st
 
 from app import promise
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import promise as promise_view
 from app.ui.page import open_page
@@ -83,12 +84,12 @@ for path in paths:
             v = 100 * v
         st.session_state.setdefault(state.promise_key(path, f), v)
     cols = st.columns([2.2, 1, 1, 1, 1, 1])
-    cols[0].selectbox(f"**{path}** — preset", OPTIONS, key=state.promise_key(path, "preset"),
+    cols[0].selectbox(f"**{md(path)}** — preset", OPTIONS, key=state.promise_key(path, "preset"),
                       on_change=_preset_chosen, args=(path,))
     for col, (f, (label, options)) in zip(cols[1:], INPUTS.items(), strict=True):
         col.number_input(label, **options, key=state.promise_key(path, f), on_change=_edited, args=(path,))
 if state.PROMISE_ERROR in st.session_state:
-    st.error(st.session_state[state.PROMISE_ERROR])
+    st.error(md(st.session_state[state.PROMISE_ERROR]))
 
 # -- range and options ---------------------------------------------------------------------------------
 stored = promise_view.stored_promises(ws, paths)
@@ -111,7 +112,7 @@ pct = st.column_config.NumberColumn(format="%.3f %%")
 st.subheader("Breach shares")
 for path, items in promise_view.headlines(summary, marginals).items():
     with st.container(key=state.promise_key(path, "headline")):
-        st.markdown(f"**{path}**")
+        st.markdown(f"**{md(path)}**")
         for col, (label, value, help_text) in zip(st.columns(len(items)), items, strict=True):
             col.metric(label, value, help=help_text)
 st.dataframe(summary, hide_index=True, key="promise_summary", column_config={
@@ -127,7 +128,7 @@ if (marginals.get("basis") == "per token (ITL)").any():
     st.info("TPOT *per token*: the engine exports no per-request TPOT histogram, so the share is of inter-token "
             "gaps; the joint interval uses the request bound (methods.md 3.2).")
 for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
-    st.info(note)
+    st.info(md(note))
 
 # -- over time -----------------------------------------------------------------------------------------
 st.subheader("Over time")

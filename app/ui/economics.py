@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from app.economics.capacity import Assumptions
+from app.escape import md
 from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.money import Prices
 from app.promise import Promise
@@ -151,7 +152,7 @@ def break_even_lines(doc: Mapping[str, Any]) -> list[str]:
         elif price is None:
             why = f"replica {nxt} removes none of its breaches"
         else:
-            why = f"**${price:.4f}** (entered: ${doc['prices']['breach'].get(path, 0):.4f})"
-        out.append(f"Break-even price of one **{path}** breach for replica {nxt}: {why}")
+            why = f"**\\${price:.4f}** (entered: \\${doc['prices']['breach'].get(path, 0):.4f})"
+        out.append(f"Break-even price of one **{md(path)}** breach for replica {nxt}: {why}")
     return out
 
