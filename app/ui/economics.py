@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 
 from app.economics.capacity import Assumptions
-from app.escape import md
 from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.money import Prices
+from app.escape import md
 from app.promise import Promise
 from app.store import Workspace
 from app.ui.units import pct
