@@ -15,7 +15,7 @@ from app.ui import data as data_view
 from app.ui.page import open_page
 
 page = open_page("Data", needs_paths=False)
-db, ws = page.db, page.ws
+db, ws, mine = page.db, page.ws, page.mine
 st.caption(f"Workspace: {md(ws.path)} — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
 
 # -- load --------------------------------------------------------------------------------------------
@@ -28,7 +28,9 @@ with st.form("upload_form", clear_on_submit=True):
     submitted = st.form_submit_button("Load")
 if submitted and uploads:
     with st.spinner("Loading…"):
-        st.session_state[state.LAST_REPORTS] = data_view.report_rows(data_view.load_uploads(ws, uploads))
+        loaded = data_view.load_uploads(ws, uploads)
+        data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
+        st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
@@ -49,10 +51,12 @@ def _delete() -> None:
 
 
 def _choose_datasets() -> None:
-    ws.set_setting(data_view.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
+    mine.set_setting(data_view.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
 
 
 st.subheader("Datasets")
+st.caption("The datasets are shared: every file loaded here, by anyone, is listed for everyone on this workspace, "
+           "and a delete removes it for everyone. Which of them feed *your* analysis is your choice below.")
 datasets = data_view.datasets(ws)
 st.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
     "scrape_interval_s": st.column_config.NumberColumn("scrape interval (s)"),
@@ -66,13 +70,15 @@ right.button("Delete selected", on_click=_delete, disabled=not st.session_state.
 if datasets.empty:
     st.info("No data yet: upload an export above, or run `headroom load FILE` on the command line.")
 else:
-    st.session_state[state.ACTIVE_DATASETS] = data_view.active_datasets(ws)
+    st.session_state[state.ACTIVE_DATASETS] = data_view.active_datasets(ws, mine)
     st.multiselect("Datasets in the analysis (the cube is built from these)", list(names),
                    format_func=lambda i: f"{i}: {names[i]}", key=state.ACTIVE_DATASETS, on_change=_choose_datasets)
 
     # -- path mapping and window (a change builds a new cube, so they are applied together) ---------
     st.subheader("Paths and window")
-    st.session_state.setdefault(state.WINDOW, data_view.window_text(data_view.window_seconds(ws)))
+    st.caption("The path mapping (labels and rules) is shared: applying it changes the paths of everyone on this "
+               "workspace. The window is yours.")
+    st.session_state.setdefault(state.WINDOW, data_view.window_text(data_view.window_seconds(mine)))
     st.session_state.setdefault(state.PATH_LABELS, ", ".join(ws.path_labels()))
     st.session_state.setdefault(state.PATH_RULES, data_view.format_rules(ws.path_rules()))
     with st.form("mapping_form"):
@@ -92,9 +98,9 @@ else:
             st.error(md(exc))
         else:
             ws.set_paths(labels, rules)
-            ws.set_setting(data_view.SETTING_WINDOW, window_s)
+            mine.set_setting(data_view.SETTING_WINDOW, window_s)
 
-    ref = cache.current_cube(db)
+    ref = cache.current_cube(db, mine)
     traffic = cache.requests_per_window(db, ref)
     if traffic.empty:
         st.warning("The cube holds no request counts: no TTFT histogram or request counter of a known engine.")

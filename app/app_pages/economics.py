@@ -22,12 +22,13 @@ from app.ui import sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Economics")
-db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
-promises = promise_view.stored_promises(ws, paths)
+db, ws, mine, ref, paths = page.db, page.ws, page.mine, page.ref, page.paths
+promises = promise_view.stored_promises(mine, paths)
 datasets = data_view.datasets(ws)
 names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
-inputs = economics_view.economics_inputs(ws)
-inputs["datasets"] = [i for i in inputs["datasets"] or [] if i in names] or economics_view.default_datasets(datasets)
+inputs = economics_view.economics_inputs(mine)
+inputs["datasets"] = ([i for i in inputs["datasets"] or [] if i in names]
+                      or economics_view.default_datasets(datasets[datasets["dataset_id"].isin(ref.datasets)]))
 for k, v in inputs.items():
     if k != "breach":
         st.session_state.setdefault(state.econ_key(k), v)
@@ -79,7 +80,7 @@ st.caption("Replays run only when you press *Run scenarios*, once per scenario: 
 if submitted:
     new = {k: st.session_state[state.econ_key(k)] for k in economics_view.ECON_DEFAULTS if k != "breach"}
     new["breach"] = {p: st.session_state[state.breach_price_key(p)] for p in paths}
-    ws.set_setting(economics_view.SETTING_ECONOMICS, new)
+    mine.set_setting(economics_view.SETTING_ECONOMICS, new)
     try:
         inputs = economics_view.scenario_inputs(new, ws.path_labels(), ws.path_rules(), promises)
     except ValueError as exc:
@@ -159,7 +160,8 @@ else:
                "observed N (see Capacity model); *extrapolated* scenarios also span a ±15 % sensitivity envelope.")
 
     with st.form("save_set_form", clear_on_submit=True):
-        name = st.text_input("Save these results as a named set", key=state.SET_NAME)
+        name = st.text_input("Save these results as a named set (saved sets are shared by everyone on this "
+                             "workspace)", key=state.SET_NAME)
         if st.form_submit_button("Save set"):
             try:
                 saved.save(ws, name.strip(), sets_view.saved_inputs(run), doc)

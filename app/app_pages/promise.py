@@ -19,11 +19,11 @@ from app.ui import promise as promise_view
 from app.ui.page import open_page
 
 page = open_page("Promise")
-db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
+db, mine, ref, paths = page.db, page.mine, page.ref, page.paths
 
 presets = promise.presets()
 OPTIONS = [promise_view.CUSTOM, *presets]
-stored = promise_view.stored_promises(ws, paths)
+stored = promise_view.stored_promises(mine, paths)
 INPUTS = {  # field: (label, number_input options); the target is entered in percent
     "ttft_s": ("TTFT ≤ (s)", {"min_value": 0.0, "step": 0.05, "format": "%.3f"}),
     "tpot_s": ("TPOT ≤ (s)", {"min_value": 0.0, "step": 0.005, "format": "%.3f"}),
@@ -48,8 +48,8 @@ def _save(path: str) -> None:
         st.session_state[state.PROMISE_ERROR] = f"{path}: {exc} (the last valid promise is kept)"
         return
     st.session_state.pop(state.PROMISE_ERROR, None)
-    current = ws.get_setting(promise_view.SETTING_PROMISES, {}) or {}
-    ws.set_setting(promise_view.SETTING_PROMISES, {**current, path: values})
+    current = mine.get_setting(promise_view.SETTING_PROMISES, {}) or {}
+    mine.set_setting(promise_view.SETTING_PROMISES, {**current, path: values})
 
 
 def _preset_chosen(path: str) -> None:
@@ -74,7 +74,8 @@ def _edited(path: str) -> None:
 
 st.subheader("Promise per path")
 st.caption("A request keeps the promise when every set threshold holds (and it did not fail). Presets: MLPerf "
-           "Inference v5.1 latency constraints (`data/promise_presets.json`). Values are kept in the workspace.")
+           "Inference v5.1 latency constraints (`data/promise_presets.json`). The promises are yours: kept in the "
+           "workspace under this tab's link, and no one else's view changes with them.")
 for path in paths:
     values = stored[path]
     st.session_state.setdefault(state.promise_key(path, "preset"), values.get("preset") or promise_view.CUSTOM)
@@ -92,7 +93,7 @@ if state.PROMISE_ERROR in st.session_state:
     st.error(md(st.session_state[state.PROMISE_ERROR]))
 
 # -- range and options ---------------------------------------------------------------------------------
-stored = promise_view.stored_promises(ws, paths)
+stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
 windows = sorted({t.to_pydatetime() for t in cache.requests_per_window(db, ref)["window_start"]})

@@ -14,11 +14,13 @@ from app.ui import sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Scenario sets", needs_paths=False)
-db, ws = page.db, page.ws
+db, ws, mine = page.db, page.ws, page.mine
+st.caption("Saved sets are shared by everyone on this workspace (as `headroom saved` lists them); using a set's "
+           "inputs fills only your own Economics form.")
 
 
 def _use_inputs(name: str) -> None:
-    ws.set_setting(economics_view.SETTING_ECONOMICS, sets_view.form_inputs(saved.get(ws, name)["inputs"]))
+    mine.set_setting(economics_view.SETTING_ECONOMICS, sets_view.form_inputs(saved.get(ws, name)["inputs"]))
     for key in [k for k in st.session_state if str(k).startswith(state.ECON_PREFIX)]:
         del st.session_state[key]  # the Economics form re-reads the workspace
     st.session_state[state.SETS_MESSAGE] = f"The Economics form now holds the inputs of **{md(name)}**."

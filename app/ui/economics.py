@@ -13,7 +13,7 @@ from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, pa
 from app.economics.money import Prices
 from app.escape import md
 from app.promise import Promise
-from app.store import Workspace
+from app.ui.session import Settings
 from app.ui.units import pct
 
 SETTING_ECONOMICS = "economics_inputs"
@@ -35,8 +35,9 @@ ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two")  
 ENGINE_FACTS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len")
 
 
-def economics_inputs(ws: Workspace) -> dict[str, Any]:
-    stored = ws.get_setting(SETTING_ECONOMICS, {}) or {}
+def economics_inputs(settings: Settings) -> dict[str, Any]:
+    """The Economics form as last run (the session's, ``SessionSettings``), over ``ECON_DEFAULTS``."""
+    stored = settings.get_setting(SETTING_ECONOMICS, {}) or {}
     return {**ECON_DEFAULTS, **{k: v for k, v in stored.items() if k in ECON_DEFAULTS}}
 
 
