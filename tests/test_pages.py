@@ -30,8 +30,7 @@ from app.economics.replay import RunShares
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import promise as promise_view
-from app.ui import session
-from app.ui import state
+from app.ui import session, state
 from tests.conftest import REAL_CAPTURES
 
 ROOT = Path(__file__).resolve().parents[1]
