@@ -22,7 +22,8 @@ st.caption(f"Workspace: {md(ws.path)} — set `HEADROOM_DB` or `headroom dashboa
 with st.form("upload_form", clear_on_submit=True):
     uploads = st.file_uploader(
         "Metric exports (Prometheus text or OpenMetrics, Prometheus API JSON, VictoriaMetrics export, "
-        "promtool dump, long CSV/Parquet, AIPerf server metrics, per-request records; gzip ok)",
+        "promtool dump, long CSV/Parquet, AIPerf server metrics, per-request records; gzip ok; up to "
+        f"{st.get_option('server.maxUploadSize')} MB per file: `headroom dashboard --max-upload-mb`)",
         accept_multiple_files=True, key=state.UPLOADS,
     )
     submitted = st.form_submit_button("Load")
