@@ -14,6 +14,7 @@ import getpass
 import io
 import math
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app import load
+from app.escape import csv_row, md, visible
 from app.jsonable import dumps
 from app.store import MEMORY, Workspace, default_db_path
 
@@ -77,24 +79,24 @@ def _load_text(reports: Sequence[Any]) -> str:
     out = []
     for r in reports:
         if r.status == "failed":
-            out.append(f"FAILED  {r.file}")
-            out.extend(f"  error: {e}" for e in r.errors)
+            out.append(f"FAILED  {visible(r.file)}")
+            out.extend(f"  error: {visible(e)}" for e in r.errors)
             continue
         state = "loaded" if r.status == "loaded" else "already loaded (same bytes)"
-        out.append(f"{state}  {r.file}  -> dataset {r.dataset!r}")
+        out.append(f"{state}  {visible(r.file)}  -> dataset {r.dataset!r}")
         fmt = r.format + (" (gzip)" if r.gzip else "")
         out.append(f"  format: {fmt}   engine: {r.engine or 'unknown'}")
         out.append(f"  series: {r.series}   samples: {r.samples}")
         interval = f"{r.scrape_interval_s:g} s" if r.scrape_interval_s else "n/a (one scrape)"
         out.append(f"  time range: {r.start} .. {r.end}   scrape interval: {interval}   time from: {r.time_source}")
         out.append(f"  signals: {', '.join(r.signals) or 'none'}")
-        out.append(f"  paths: {', '.join(r.paths) or 'none'}")
+        out.append(f"  paths: {', '.join(visible(p) for p in r.paths) or 'none'}")
         out.append(f"  counter resets: {r.resets}   non-monotone buckets repaired: {r.repairs}")
         if r.unknown_metrics:
-            shown = ", ".join(r.unknown_metrics[:12])
+            shown = ", ".join(visible(m) for m in r.unknown_metrics[:12])
             more = f" (+{len(r.unknown_metrics) - 12} more)" if len(r.unknown_metrics) > 12 else ""
             out.append(f"  unknown metrics kept ({len(r.unknown_metrics)}): {shown}{more}")
-        out.extend(f"  note: {n}" for n in r.notes)
+        out.extend(f"  note: {visible(n)}" for n in r.notes)
     return "\n".join(out)
 
 
@@ -125,7 +127,7 @@ def cmd_cube(args: argparse.Namespace) -> int:
                                 lineterminator="\n")
         writer.writeheader()
         for rec in records:
-            writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+            writer.writerow(csv_row(rec))
         _write(buf.getvalue())
     return 1 if any(r.status == "failed" for r in reports) else 0
 
@@ -454,7 +456,7 @@ def _one(args: argparse.Namespace) -> str:
 
 def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
     usd = lambda x: "n/a" if x is None else f"${x:,.0f}"  # noqa: E731
-    out = [f"| replicas | traffic | context | total {names[0]} | total {names[1]} | difference |",
+    out = [f"| replicas | traffic | context | total {md(names[0])} | total {md(names[1])} | difference |",
            "|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {usd(r['total_cost_a'])} | "
             f"{usd(r['total_cost_b'])} | {usd(r['difference'])} |" for r in rows]
@@ -491,22 +493,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 # -- dashboard -----------------------------------------------------------------------------------
+DEFAULT_HOST = "127.0.0.1"  # loopback: a team reaches it through an authenticating proxy (README)
+DEFAULT_MAX_UPLOAD_MB = 1024  # week-long exports are large; Streamlit's own default is 200
+
+
+def dashboard_argv(args: argparse.Namespace) -> list[str]:
+    """The ``streamlit run`` command line of ``headroom dashboard``: loopback unless ``--host``, XSRF
+    protection on, uploads bounded by ``--max-upload-mb``. Refuses extra arguments that turn XSRF off."""
+    extra = list(args.streamlit_args or [])
+    if extra[:1] == ["--"]:  # `headroom dashboard -- --server.option value`: options for streamlit run
+        extra = extra[1:]
+    joined = " ".join(extra).replace("=", " ").lower()
+    if re.search(r"--server\.enablexsrfprotection\s+(false|0|no)\b", joined):
+        raise ValueError("--server.enableXsrfProtection false is refused: XSRF protection stays on "
+                         "(uploads and form posts would accept requests forged by other sites)")
+    if args.max_upload_mb < 1:
+        raise ValueError(f"--max-upload-mb {args.max_upload_mb}: must be at least 1")
+    app_path = Path(__file__).resolve().parent / "streamlit_app.py"
+    # Always headless: Streamlit's first non-headless start asks for an e-mail address on stdin,
+    # which blocks a terminal and kills a non-interactive start.
+    return ["streamlit", "run", str(app_path), "--server.port", str(args.port), "--server.address", args.host,
+            "--server.enableXsrfProtection", "true", "--server.maxUploadSize", str(args.max_upload_mb),
+            "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra]
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from streamlit.web import cli as stcli
 
-    app_path = Path(__file__).resolve().parent / "streamlit_app.py"
+    try:
+        argv = dashboard_argv(args)
+    except ValueError as exc:
+        sys.stderr.write(f"headroom dashboard: {exc}\n")
+        return 2
     if args.db:
         os.environ["HEADROOM_DB"] = args.db
-    # Always headless: Streamlit's first non-headless start asks for an e-mail address on stdin,
-    # which blocks a terminal and kills a non-interactive start. The URL is printed; --open-browser
-    # opens it once the server has had a moment to start.
-    sys.argv = ["streamlit", "run", str(app_path), "--server.port", str(args.port),
-                "--server.headless", "true", "--browser.gatherUsageStats", "false", *args.streamlit_args]
-    if args.open_browser:
+    sys.argv = argv
+    if args.open_browser:  # once the server has had a moment to start
         import threading
         import webbrowser
 
-        threading.Timer(2.0, webbrowser.open, args=(f"http://localhost:{args.port}",)).start()
+        host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::", "") else args.host
+        threading.Timer(2.0, webbrowser.open, args=(f"http://{host}:{args.port}",)).start()
     return int(stcli.main() or 0)
 
 
@@ -636,8 +663,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
     pd_.add_argument("--port", type=int, default=8501)
+    pd_.add_argument("--host", default=DEFAULT_HOST,
+                     help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0 or :: for "
+                     "every interface — put an authenticating reverse proxy in front, README \"Team deployment\")")
+    pd_.add_argument("--max-upload-mb", type=int, default=DEFAULT_MAX_UPLOAD_MB,
+                     help=f"largest file the Data page accepts, in MB (default {DEFAULT_MAX_UPLOAD_MB})")
     pd_.add_argument("--open-browser", action="store_true", help="open the dashboard in the default browser")
-    pd_.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="passed to streamlit run")
+    pd_.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="after --: options passed to streamlit run (e.g. -- --server.baseUrlPath headroom)")
     _add_db(pd_)
     pd_.set_defaults(func=cmd_dashboard)
 

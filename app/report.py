@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app import promise as pm
+from app.escape import csv_row, md
 from app.store import Workspace
 
 
@@ -83,7 +84,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
         meets = {True: "yes", False: "no", None: "undetermined"}[p["meets_target"]]
         budget = "n/a" if p["budget_remaining"] is None else f"{100 * p['budget_remaining']:.0f} %"
         lines.append(
-            f"| {p['path']} | {p['requests']:.0f} | {p['failed_requests']:.0f} | {_marginal_md(p['ttft'])} | "
+            f"| {md(p['path'])} | {p['requests']:.0f} | {p['failed_requests']:.0f} | {_marginal_md(p['ttft'])} | "
             f"{_marginal_md(p['tpot'])} | {joint} | {_pct(p['target'], 1)} | {meets} | {budget} |"
         )
     notes = [p for p in doc["paths"] if p["tpot"] and p["tpot"].get("basis") == "tokens"]
@@ -122,5 +123,5 @@ def to_csv(doc: dict[str, Any]) -> str:
         row["joint_share_low"] = p["joint"]["share_low"]
         row["joint_share_high"] = p["joint"]["share_high"]
         row["joint_exact_share"] = p["joint"]["exact_share"]
-        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        w.writerow(csv_row(row))
     return buf.getvalue()

@@ -30,7 +30,7 @@ from app.economics.replay import RunShares
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import promise as promise_view
-from app.ui import state
+from app.ui import session, state
 from tests.conftest import REAL_CAPTURES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,14 +230,24 @@ def test_a_threshold_change_updates_the_share_without_rebuilding_the_cube(worksp
     assert 0.05 < expected < 0.6  # the slice holds two bursts: a real share, not a degenerate one
     assert row["threshold (s)"] == 1.0 and row["exact"] == "exact"
     assert row["breach %"] == pytest.approx(100 * expected, rel=1e-9)
-    # the preset no longer describes the promise, and the value is kept in the workspace
+    # the preset no longer describes the promise, and the value is kept in the workspace as this session's
+    # (under its id, which the URL carries as ?s=), not as everyone's
     assert at.selectbox(key=state.promise_key(INTERACTIVE, "preset")).value == promise_view.CUSTOM
-    assert settings(workspace_db, promise_view.SETTING_PROMISES)[INTERACTIVE]["ttft_s"] == 1.0
-    # a restart (fresh session, caches cleared) shows the stored value
+    sid = at.session_state[state.SESSION_ID]
+    assert at.query_params[session.SESSION_PARAM] in (sid, [sid])
+    assert settings(workspace_db, session.key(sid, promise_view.SETTING_PROMISES))[INTERACTIVE]["ttft_s"] == 1.0
+    assert settings(workspace_db, promise_view.SETTING_PROMISES) is None
+    # a restart (caches cleared) with the session's URL shows its stored value; another session the default
     st.cache_data.clear()
     st.cache_resource.clear()
-    again = goto(open_app(), "promise")
+    again = AppTest.from_file(str(APP), default_timeout=30)
+    again.query_params[session.SESSION_PARAM] = sid
+    again = goto(again.run(), "promise")
+    assert again.session_state[state.SESSION_ID] == sid
     assert again.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).value == 1.0
+    other = goto(open_app(), "promise")
+    assert other.session_state[state.SESSION_ID] != sid
+    assert other.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).value == 0.5
     assert_picklable(at)
 
 
@@ -361,3 +371,52 @@ def test_saved_set_round_trip_through_json(workspace_db: Path) -> None:
     at.file_uploader(key=state.SETS_UPLOAD).set_value(("x.json", b"[]", "application/json"))
     at.button(key="FormSubmitter:import_form-Import").click().run()
     assert any("not a scenario-set export" in e.value for e in at.error)
+
+
+# -- sessions --------------------------------------------------------------------------------------------
+def test_a_sessions_choices_are_its_own_and_the_workspace_is_shared(workspace_db: Path) -> None:
+    """Two browser sessions on one workspace: A's upload joins A's analysis only, A's promise is A's; the
+    datasets list and the path mapping are everyone's, and the pages say which is which."""
+    a, b = open_app(), open_app()
+    assert a.session_state[state.SESSION_ID] != b.session_state[state.SESSION_ID]
+    assert any("Shared" in c.value and "Yours" in c.value for c in a.sidebar.caption)
+    good = (REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom").read_bytes()
+    a.file_uploader(key=state.UPLOADS).set_value([("vllm-v0-opt125m-datadog.prom", good, "text/plain")])
+    a.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert "facebook/opt-125m" in set(table(a, "paths")["path"])
+    goto(a, "promise")
+    a.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).set_value(1.0).run()
+
+    b.run()  # B sees the new dataset listed (shared) but not in its analysis, and its own promise
+    assert len(table(b, "datasets")) == 2
+    assert b.multiselect(key=state.ACTIVE_DATASETS).value == [1]
+    assert "facebook/opt-125m" not in set(table(b, "paths")["path"])
+    goto(b, "promise")
+    assert b.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).value == 0.5
+    assert table(b, "promise_marginals").set_index(["path", "signal"]).loc[(INTERACTIVE, "TTFT"),
+                                                                           "threshold (s)"] == 0.5
+    # the path mapping is shared: B's rule renames A's paths too
+    goto(b, "data")
+    assert any("path mapping (labels and rules) is shared" in c.value for c in b.caption)
+    b.text_area(key=state.PATH_RULES).set_value(r"llama-3\.1-8b-(interactive|batch) => llama-8b")
+    b.button(key="FormSubmitter:mapping_form-Apply").click().run()
+    goto(a, "data")
+    assert "llama-8b" in set(table(a, "paths")["path"])
+
+
+def test_hostile_names_are_shown_as_text(workspace_db: Path, tmp_path: Path) -> None:
+    """A path named with markup, HTML and a formula reaches the pages' markdown escaped (``app.escape.md``)."""
+    from app.escape import md
+    from tests.support import small_export
+
+    name = "<img src=x onerror=alert(1)> **b** :red[x] $y$"
+    export = small_export.write(tmp_path / "hostile.prom", [name], seed=3, scrapes=9)
+    at = open_app()
+    at.file_uploader(key=state.UPLOADS).set_value([("=cmd|' calc'!A0.prom", export.read_bytes(), "text/plain")])
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert not at.exception, at.exception
+    (success,) = [s.value for s in at.success if "cmd" in s.value]
+    assert md("=cmd|' calc'!A0.prom") in success and md(name) in success
+    goto(at, "promise")
+    assert f"**{md(name)}**" in [m.value for m in at.markdown]
+    assert any(md(name) in s.label for s in at.selectbox)

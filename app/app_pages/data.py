@@ -9,34 +9,38 @@ from __future__ import annotations
 import streamlit as st
 
 from app.cube import parse_window
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import data as data_view
 from app.ui.page import open_page
 
 page = open_page("Data", needs_paths=False)
-db, ws = page.db, page.ws
-st.caption(f"Workspace: `{ws.path}` — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
+db, ws, mine = page.db, page.ws, page.mine
+st.caption(f"Workspace: {md(ws.path)} — set `HEADROOM_DB` or `headroom dashboard --db FILE` to use another.")
 
 # -- load --------------------------------------------------------------------------------------------
 with st.form("upload_form", clear_on_submit=True):
     uploads = st.file_uploader(
         "Metric exports (Prometheus text or OpenMetrics, Prometheus API JSON, VictoriaMetrics export, "
-        "promtool dump, long CSV/Parquet, AIPerf server metrics, per-request records; gzip ok)",
+        "promtool dump, long CSV/Parquet, AIPerf server metrics, per-request records; gzip ok; up to "
+        f"{st.get_option('server.maxUploadSize')} MB per file: `headroom dashboard --max-upload-mb`)",
         accept_multiple_files=True, key=state.UPLOADS,
     )
     submitted = st.form_submit_button("Load")
 if submitted and uploads:
     with st.spinner("Loading…"):
-        st.session_state[state.LAST_REPORTS] = data_view.report_rows(data_view.load_uploads(ws, uploads))
+        loaded = data_view.load_uploads(ws, uploads)
+        data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
+        st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
     for r in reports.itertuples(index=False):
         if r.status == "failed":
-            st.error(f"**{r.file}** was not loaded: {r.errors}")
+            st.error(f"**{md(r.file)}** was not loaded: {md(r.errors)}")
         else:
-            st.success(f"**{r.file}**: {r.status} — {r.format}, engine {r.engine or 'unknown'}, "
-                       f"{r.series:,} series, {r.samples:,} samples, paths: {r.paths or 'none'}")
+            st.success(f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, "
+                       f"{r.series:,} series, {r.samples:,} samples, paths: {md(r.paths or 'none')}")
     st.dataframe(reports, hide_index=True, key="last_load_table")
 
 
@@ -48,10 +52,12 @@ def _delete() -> None:
 
 
 def _choose_datasets() -> None:
-    ws.set_setting(data_view.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
+    mine.set_setting(data_view.SETTING_DATASETS, [int(i) for i in st.session_state[state.ACTIVE_DATASETS]])
 
 
 st.subheader("Datasets")
+st.caption("The datasets are shared: every file loaded here, by anyone, is listed for everyone on this workspace, "
+           "and a delete removes it for everyone. Which of them feed *your* analysis is your choice below.")
 datasets = data_view.datasets(ws)
 st.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
     "scrape_interval_s": st.column_config.NumberColumn("scrape interval (s)"),
@@ -65,13 +71,15 @@ right.button("Delete selected", on_click=_delete, disabled=not st.session_state.
 if datasets.empty:
     st.info("No data yet: upload an export above, or run `headroom load FILE` on the command line.")
 else:
-    st.session_state[state.ACTIVE_DATASETS] = data_view.active_datasets(ws)
+    st.session_state[state.ACTIVE_DATASETS] = data_view.active_datasets(ws, mine)
     st.multiselect("Datasets in the analysis (the cube is built from these)", list(names),
                    format_func=lambda i: f"{i}: {names[i]}", key=state.ACTIVE_DATASETS, on_change=_choose_datasets)
 
     # -- path mapping and window (a change builds a new cube, so they are applied together) ---------
     st.subheader("Paths and window")
-    st.session_state.setdefault(state.WINDOW, data_view.window_text(data_view.window_seconds(ws)))
+    st.caption("The path mapping (labels and rules) is shared: applying it changes the paths of everyone on this "
+               "workspace. The window is yours.")
+    st.session_state.setdefault(state.WINDOW, data_view.window_text(data_view.window_seconds(mine)))
     st.session_state.setdefault(state.PATH_LABELS, ", ".join(ws.path_labels()))
     st.session_state.setdefault(state.PATH_RULES, data_view.format_rules(ws.path_rules()))
     with st.form("mapping_form"):
@@ -88,12 +96,12 @@ else:
             labels = data_view.parse_labels(st.session_state[state.PATH_LABELS])
             rules = data_view.parse_rules(st.session_state[state.PATH_RULES])
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
         else:
             ws.set_paths(labels, rules)
-            ws.set_setting(data_view.SETTING_WINDOW, window_s)
+            mine.set_setting(data_view.SETTING_WINDOW, window_s)
 
-    ref = cache.current_cube(db)
+    ref = cache.current_cube(db, mine)
     traffic = cache.requests_per_window(db, ref)
     if traffic.empty:
         st.warning("The cube holds no request counts: no TTFT histogram or request counter of a known engine.")

@@ -13,6 +13,7 @@ import time
 import streamlit as st
 
 from app.economics import saved
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import data as data_view
 from app.ui import economics as economics_view
@@ -21,12 +22,13 @@ from app.ui import sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Economics")
-db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
-promises = promise_view.stored_promises(ws, paths)
+db, ws, mine, ref, paths = page.db, page.ws, page.mine, page.ref, page.paths
+promises = promise_view.stored_promises(mine, paths)
 datasets = data_view.datasets(ws)
 names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
-inputs = economics_view.economics_inputs(ws)
-inputs["datasets"] = [i for i in inputs["datasets"] or [] if i in names] or economics_view.default_datasets(datasets)
+inputs = economics_view.economics_inputs(mine)
+inputs["datasets"] = ([i for i in inputs["datasets"] or [] if i in names]
+                      or economics_view.default_datasets(datasets[datasets["dataset_id"].isin(ref.datasets)]))
 for k, v in inputs.items():
     if k != "breach":
         st.session_state.setdefault(state.econ_key(k), v)
@@ -51,7 +53,7 @@ with st.form("econ_form"):
     c[4].number_input("Horizon (hours)", min_value=1.0, step=24.0, key=state.econ_key("horizon_hours"))
     c = st.columns(len(paths) + 1)
     for col, p in zip(c, paths, strict=False):
-        col.number_input(f"USD per breach: {p}", min_value=0.0, step=0.001, format="%.4f",
+        col.number_input(f"USD per breach: {md(p)}", min_value=0.0, step=0.001, format="%.4f",
                          key=state.breach_price_key(p))
     c[-1].selectbox("Fleet cost split across paths", ["requests", "equal"], key=state.econ_key("split"))
     with st.expander("Engine facts and assumptions (empty: read from the data, else vLLM's default)"):
@@ -78,11 +80,11 @@ st.caption("Replays run only when you press *Run scenarios*, once per scenario: 
 if submitted:
     new = {k: st.session_state[state.econ_key(k)] for k in economics_view.ECON_DEFAULTS if k != "breach"}
     new["breach"] = {p: st.session_state[state.breach_price_key(p)] for p in paths}
-    ws.set_setting(economics_view.SETTING_ECONOMICS, new)
+    mine.set_setting(economics_view.SETTING_ECONOMICS, new)
     try:
         inputs = economics_view.scenario_inputs(new, ws.path_labels(), ws.path_rules(), promises)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     else:
         spec, grid = inputs.replay_key(), inputs.scenarios()
         started, clicked, predictions, replayed = time.perf_counter(), time.time(), [], 0
@@ -98,7 +100,7 @@ if submitted:
                     bar.progress((i + 1) / len(grid), text=f"N'={n} traffic ×{g:g} context ×{m:g}: "
                                  + (f"replayed in {result.took_s:.1f} s" if fresh else "from the cache"))
             except ValueError as exc:
-                status.update(label=f"Could not run the scenarios: {exc}", state="error")
+                status.update(label=f"Could not run the scenarios: {md(exc)}", state="error")
             else:
                 # beside the model (no replay): the empirical curve and the queueing view, as the CLI does
                 try:
@@ -106,7 +108,7 @@ if submitted:
                     queue = inputs.queueing(analysis)
                 except ValueError as exc:
                     cross = queue = None
-                    st.warning(f"No load–response curve or queueing view: {exc}")
+                    st.warning(f"No load–response curve or queueing view: {md(exc)}")
                 status.update(label=f"{len(grid)} scenarios, {replayed} replayed, in "
                               f"{time.perf_counter() - started:.1f} s", state="complete", expanded=False)
                 st.session_state[state.ECON_RUN] = {
@@ -158,12 +160,13 @@ else:
                "observed N (see Capacity model); *extrapolated* scenarios also span a ±15 % sensitivity envelope.")
 
     with st.form("save_set_form", clear_on_submit=True):
-        name = st.text_input("Save these results as a named set", key=state.SET_NAME)
+        name = st.text_input("Save these results as a named set (saved sets are shared by everyone on this "
+                             "workspace)", key=state.SET_NAME)
         if st.form_submit_button("Save set"):
             try:
                 saved.save(ws, name.strip(), sets_view.saved_inputs(run), doc)
             except ValueError as exc:
-                st.error(str(exc))
+                st.error(md(exc))
             else:
-                st.success(f"Saved **{name.strip()}**: compare it on the Scenario sets page "
+                st.success(f"Saved **{md(name.strip())}**: compare it on the Scenario sets page "
                            "(or `headroom saved compare`).")

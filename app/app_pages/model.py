@@ -14,6 +14,7 @@ import streamlit as st
 
 from app.economics import decision
 from app.economics.scenarios import Observed
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import model as model_view
 from app.ui.page import open_page
@@ -31,7 +32,7 @@ else:
 
     st.subheader("One replica, read from the metrics")
     for line in model_view.model_flags(analysis):
-        st.warning(f"**Flagged** — {line}")
+        st.warning(f"**Flagged** — {md(line)}")
     st.dataframe(model_view.model_table(model), hide_index=True, key="model_table", height="content",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Source: *given* (your flag or the assumptions on the Economics page), *engine config* "

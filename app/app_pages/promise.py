@@ -13,16 +13,17 @@ from datetime import timedelta
 import streamlit as st
 
 from app import promise
+from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import promise as promise_view
 from app.ui.page import open_page
 
 page = open_page("Promise")
-db, ws, ref, paths = page.db, page.ws, page.ref, page.paths
+db, ws, mine, ref, paths = page.db, page.ws, page.mine, page.ref, page.paths
 
 presets = promise.presets()
 OPTIONS = [promise_view.CUSTOM, *presets]
-stored = promise_view.stored_promises(ws, paths)
+stored = promise_view.stored_promises(mine, paths)
 INPUTS = {  # field: (label, number_input options); the target is entered in percent
     "ttft_s": ("TTFT ≤ (s)", {"min_value": 0.0, "step": 0.05, "format": "%.3f"}),
     "tpot_s": ("TPOT ≤ (s)", {"min_value": 0.0, "step": 0.005, "format": "%.3f"}),
@@ -47,8 +48,8 @@ def _save(path: str) -> None:
         st.session_state[state.PROMISE_ERROR] = f"{path}: {exc} (the last valid promise is kept)"
         return
     st.session_state.pop(state.PROMISE_ERROR, None)
-    current = ws.get_setting(promise_view.SETTING_PROMISES, {}) or {}
-    ws.set_setting(promise_view.SETTING_PROMISES, {**current, path: values})
+    current = mine.get_setting(promise_view.SETTING_PROMISES, {}) or {}
+    mine.set_setting(promise_view.SETTING_PROMISES, {**current, path: values})
 
 
 def _preset_chosen(path: str) -> None:
@@ -73,7 +74,8 @@ def _edited(path: str) -> None:
 
 st.subheader("Promise per path")
 st.caption("A request keeps the promise when every set threshold holds (and it did not fail). Presets: MLPerf "
-           "Inference v5.1 latency constraints (`data/promise_presets.json`). Values are kept in the workspace.")
+           "Inference v5.1 latency constraints (`data/promise_presets.json`). The promises are yours: kept in the "
+           "workspace under this tab's link, and no one else's view changes with them.")
 for path in paths:
     values = stored[path]
     st.session_state.setdefault(state.promise_key(path, "preset"), values.get("preset") or promise_view.CUSTOM)
@@ -83,15 +85,15 @@ for path in paths:
             v = 100 * v
         st.session_state.setdefault(state.promise_key(path, f), v)
     cols = st.columns([2.2, 1, 1, 1, 1, 1])
-    cols[0].selectbox(f"**{path}** — preset", OPTIONS, key=state.promise_key(path, "preset"),
+    cols[0].selectbox(f"**{md(path)}** — preset", OPTIONS, key=state.promise_key(path, "preset"),
                       on_change=_preset_chosen, args=(path,))
     for col, (f, (label, options)) in zip(cols[1:], INPUTS.items(), strict=True):
         col.number_input(label, **options, key=state.promise_key(path, f), on_change=_edited, args=(path,))
 if state.PROMISE_ERROR in st.session_state:
-    st.error(st.session_state[state.PROMISE_ERROR])
+    st.error(md(st.session_state[state.PROMISE_ERROR]))
 
 # -- range and options ---------------------------------------------------------------------------------
-stored = promise_view.stored_promises(ws, paths)
+stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
 windows = sorted({t.to_pydatetime() for t in cache.requests_per_window(db, ref)["window_start"]})
@@ -111,7 +113,7 @@ pct = st.column_config.NumberColumn(format="%.3f %%")
 st.subheader("Breach shares")
 for path, items in promise_view.headlines(summary, marginals).items():
     with st.container(key=state.promise_key(path, "headline")):
-        st.markdown(f"**{path}**")
+        st.markdown(f"**{md(path)}**")
         for col, (label, value, help_text) in zip(st.columns(len(items)), items, strict=True):
             col.metric(label, value, help=help_text)
 st.dataframe(summary, hide_index=True, key="promise_summary", column_config={
@@ -127,7 +129,7 @@ if (marginals.get("basis") == "per token (ITL)").any():
     st.info("TPOT *per token*: the engine exports no per-request TPOT histogram, so the share is of inter-token "
             "gaps; the joint interval uses the request bound (methods.md 3.2).")
 for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
-    st.info(note)
+    st.info(md(note))
 
 # -- over time -----------------------------------------------------------------------------------------
 st.subheader("Over time")

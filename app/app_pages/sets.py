@@ -7,25 +7,28 @@ from __future__ import annotations
 import streamlit as st
 
 from app.economics import saved
+from app.escape import md
 from app.ui import charts, state
 from app.ui import economics as economics_view
 from app.ui import sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Scenario sets", needs_paths=False)
-db, ws = page.db, page.ws
+db, ws, mine = page.db, page.ws, page.mine
+st.caption("Saved sets are shared by everyone on this workspace (as `headroom saved` lists them); using a set's "
+           "inputs fills only your own Economics form.")
 
 
 def _use_inputs(name: str) -> None:
-    ws.set_setting(economics_view.SETTING_ECONOMICS, sets_view.form_inputs(saved.get(ws, name)["inputs"]))
+    mine.set_setting(economics_view.SETTING_ECONOMICS, sets_view.form_inputs(saved.get(ws, name)["inputs"]))
     for key in [k for k in st.session_state if str(k).startswith(state.ECON_PREFIX)]:
         del st.session_state[key]  # the Economics form re-reads the workspace
-    st.session_state[state.SETS_MESSAGE] = f"The Economics form now holds the inputs of **{name}**."
+    st.session_state[state.SETS_MESSAGE] = f"The Economics form now holds the inputs of **{md(name)}**."
 
 
 def _delete(name: str) -> None:
     saved.delete(ws, name)
-    st.session_state[state.SETS_MESSAGE] = f"Deleted **{name}**."
+    st.session_state[state.SETS_MESSAGE] = f"Deleted **{md(name)}**."
 
 
 with st.form("import_form", clear_on_submit=True):
@@ -35,9 +38,9 @@ with st.form("import_form", clear_on_submit=True):
         try:
             imported = saved.import_json(ws, upload.getvalue().decode("utf-8", errors="replace"))
         except ValueError as exc:
-            st.error(f"{upload.name}: {exc}")
+            st.error(f"{md(upload.name)}: {md(exc)}")
         else:
-            st.session_state[state.SETS_MESSAGE] = f"Imported {len(imported)} set(s): {', '.join(imported)}."
+            st.session_state[state.SETS_MESSAGE] = f"Imported {len(imported)} set(s): {md(', '.join(imported))}."
 if state.SETS_MESSAGE in st.session_state:
     st.success(st.session_state.pop(state.SETS_MESSAGE))
 
@@ -68,5 +71,5 @@ else:
     st.dataframe(saved.compare(sets[a], sets[b]), hide_index=True, key="compare_fleet",
                  column_config=dict.fromkeys(costs, money))
     st.caption("Per scenario, A's and B's fleet costs over their horizons; difference = B − A.")
-    c1.button(f"Use the inputs of {a} on the Economics page", on_click=_use_inputs, args=(a,), key="sets_use_a")
-    c2.button(f"Delete {b}", on_click=_delete, args=(b,), key="sets_delete_b")
+    c1.button(f"Use the inputs of {md(a)} on the Economics page", on_click=_use_inputs, args=(a,), key="sets_use_a")
+    c2.button(f"Delete {md(b)}", on_click=_delete, args=(b,), key="sets_delete_b")

@@ -6,6 +6,8 @@ import csv
 import io
 from typing import Any
 
+from app.escape import csv_row, md
+
 CSV_FIELDS = ["replicas", "traffic", "context", "path", "breach_share", "breach_share_low", "breach_share_high",
               "ttft_share", "tpot_share", "extrapolated", "flagged", "requests", "expected_breaches", "breach_cost",
               "headroom_cost", "total_cost", "cost_per_kept_request"]
@@ -22,7 +24,7 @@ def _pct(x: float | None) -> str:
 def scenarios_markdown(doc: dict[str, Any]) -> str:
     p = doc["prices"]
     out = [f"Scenarios over {p['horizon_hours']:g} h at ${p['replica_hour']:g} per replica-hour; breach prices "
-           + ", ".join(f"{k} ${v:g}" for k, v in p["breach"].items())
+           + ", ".join(f"{md(k)} ${v:g}" for k, v in p["breach"].items())
            + f"; observed {doc['observed_replicas']} replicas over {doc['observed']['hours']:.1f} h.", ""]
     out += ["| replicas | traffic | context | headroom | breaches (point [low, high]) | total | flag |",
             "|---:|---:|---:|---:|---|---:|---|"]
@@ -34,7 +36,7 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
             "breach cost | cost per kept request |", "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["scenarios"]:
         kept = "n/a" if r["cost_per_kept_request"] is None else f"${r['cost_per_kept_request']:.5f}"
-        out.append(f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {r['path']} | "
+        out.append(f"| {r['replicas']} | x{r['traffic']:g} | x{r['context']:g} | {md(r['path'])} | "
                    f"{_pct(r['breach_share'])} [{_pct(r['breach_share_low'])}, {_pct(r['breach_share_high'])}]"
                    f"{' *' if r['extrapolated'] else (' !' if r.get('flagged') else '')} | {_pct(r['ttft_share'])} | {_pct(r['tpot_share'])} | "
                    f"{r['requests']:,.0f} | {_usd(r['breach_cost'])} | {kept} |")
@@ -46,7 +48,7 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
                    f"{_usd(c['total_cost'])} ({verdict})")
     for path, price in doc["break_even_breach_price"].items():
         txt = "n/a (no next scenario, or it removes no breach)" if price is None else f"${price:.4f}"
-        out.append(f"- break-even price of one {path} breach for one more replica than the cheapest: {txt}")
+        out.append(f"- break-even price of one {md(path)} breach for one more replica than the cheapest: {txt}")
     out += [""] + capacity_model_markdown(doc)
     if doc.get("assumptions"):
         out += ["", "Assumptions the metrics cannot show (settable):"] + [f"- {a}" for a in doc["assumptions"]]
@@ -87,7 +89,7 @@ def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
         out.append("Calibration off (--no-calibrate): the twin runs the fitted law as it is.")
     errs = m.get("model_error_at_observed_replicas") or {}
     for path, e in errs.items():
-        out.append(f"Residual at the observed fleet size, {path}: TTFT {_pct(e.get('ttft_predicted'))} (observed "
+        out.append(f"Residual at the observed fleet size, {md(path)}: TTFT {_pct(e.get('ttft_predicted'))} (observed "
                    f"{_pct(doc['observed']['ttft_share'].get(path))}), TPOT {_pct(e.get('tpot_predicted'))} "
                    f"(observed {_pct(doc['observed']['tpot_share'].get(path))}), mean queue "
                    f"{_ms(e.get('queue_mean_s_predicted'))} (observed {_ms(e.get('queue_mean_s_observed'))}); "
@@ -102,7 +104,7 @@ def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
                    f"mean inter-token latency {_ms(fleet.get('itl_mean_s_predicted'))} "
                    f"({_ms(fleet.get('itl_mean_s_observed'))}).")
     for f in doc.get("flags", []):
-        out.append(f"! flag ({f['path'] or 'every path'}): {f['message']}")
+        out.append(f"! flag ({md(f['path']) if f['path'] else 'every path'}): {f['message']}")
     out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
                "sensitivity envelope (KV capacity and step time +-15 %). ! flagged for a reason above.")
     return out
@@ -125,7 +127,7 @@ def scenarios_csv(doc: dict[str, Any]) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in doc["scenarios"]:
-        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
+        w.writerow(csv_row({k: r.get(k) for k in CSV_FIELDS}))
     return buf.getvalue()
 
 
@@ -141,11 +143,11 @@ def cross_check_markdown(doc: dict[str, Any]) -> str:
             if m is None:
                 continue
             flag = " (outside observed load)" if r["extrapolated"] else ""
-            out.append(f"| {path} | {r['replicas']} | x{r['traffic']:g} | {_pct(r['share'])} [{_pct(r['share_low'])}, "
+            out.append(f"| {md(path)} | {r['replicas']} | x{r['traffic']:g} | {_pct(r['share'])} [{_pct(r['share_low'])}, "
                        f"{_pct(r['share_high'])}]{flag} | {_pct(m['breach_share'])} [{_pct(m['breach_share_low'])}, "
                        f"{_pct(m['breach_share_high'])}] |")
         lo, hi = c["observed_load_range"]
-        out.append(f"| {path} | observed per-replica load {lo:.2f}–{hi:.2f} req/s | | | |")
+        out.append(f"| {md(path)} | observed per-replica load {lo:.2f}–{hi:.2f} req/s | | | |")
     q = doc.get("queueing")
     if q:
         peak = max(q["kingman"], key=lambda h: h["arrival_rate"]) if q["kingman"] else None

@@ -30,6 +30,7 @@ from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
 from app.ui import data
 from app.ui.promise import to_promises
+from app.ui.session import Settings
 
 
 @st.cache_resource(show_spinner="Opening the workspace (an empty one loads the bundled sample day first: "
@@ -55,13 +56,15 @@ def cube(db: str, dataset_ids: tuple[int, ...], window_s: int, path_labels: tupl
     return CubeRef(cube_id, cube_key(dataset_ids, window_s, path_labels, rules), window_s, dataset_ids)
 
 
-def current_cube(db: str) -> CubeRef | None:
-    """The cube of the workspace's current choices (datasets, window, path mapping); None without data."""
+def current_cube(db: str, settings: Settings | None = None) -> CubeRef | None:
+    """The cube of a session's choices (its datasets and window; ``settings``: its ``SessionSettings``,
+    None the workspace-wide ones) and the shared path mapping; None without data."""
     ws = workspace(db)
-    ids = data.active_datasets(ws)
+    settings = settings or ws
+    ids = data.active_datasets(ws, settings)
     if not ids:
         return None
-    return cube(db, tuple(ids), data.window_seconds(ws), tuple(ws.path_labels()),
+    return cube(db, tuple(ids), data.window_seconds(settings), tuple(ws.path_labels()),
                 tuple(ws.path_rules()))
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.escape import plotly_text
 from app.ui.promise import ALERT_LABELS
 
 MARGIN = {"t": 50, "b": 40}
@@ -26,8 +27,8 @@ def requests_over_time(frame: pd.DataFrame, window_s: int) -> go.Figure:
     for path, part in frame.sort_values("window_start").groupby("path", sort=True):
         x, y = _with_gaps(part["window_start"], part["requests"] / window_s, window_s)
         fig.add_trace(go.Scatter(
-            x=x, y=y, name=str(path), mode="lines+markers" if len(part) <= 3 else "lines", connectgaps=False,
-            hovertemplate="%{x}<br>%{y:.2f} req/s<extra>" + str(path) + "</extra>",
+            x=x, y=y, name=plotly_text(path), mode="lines+markers" if len(part) <= 3 else "lines", connectgaps=False,
+            hovertemplate="%{x}<br>%{y:.2f} req/s<extra>" + plotly_text(path) + "</extra>",
         ))
     fig.update_layout(
         title="Requests per second by path", xaxis_title="window start (UTC)",
@@ -54,8 +55,8 @@ def data_health(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for (stat, path), part in frame.groupby(["stat", "path"], sort=True):
         per_window = part.groupby("window_start", as_index=False)["value"].sum()
-        fig.add_trace(go.Bar(x=per_window["window_start"], y=per_window["value"], name=f"{stat} · {path}",
-                             hovertemplate="%{x}<br>%{y:.0f} " + str(stat) + "<extra>" + str(path) + "</extra>"))
+        fig.add_trace(go.Bar(x=per_window["window_start"], y=per_window["value"], name=f"{stat} · {plotly_text(path)}",
+                             hovertemplate="%{x}<br>%{y:.0f} " + str(stat) + "<extra>" + plotly_text(path) + "</extra>"))
     fig.update_layout(
         title="Data health: counter resets and repaired (non-monotone) buckets", barmode="stack",
         xaxis_title="window start (UTC)", yaxis_title="series resets / buckets repaired per window",
@@ -76,18 +77,18 @@ def breach_share_by_window(frame: pd.DataFrame, signal: str = "joint") -> go.Fig
     fig = go.Figure()
     for path, part in frame.sort_values("window_start").groupby("path", sort=True):
         x = part["window_start"]
-        fig.add_trace(go.Scatter(x=x, y=100 * part[high], name=f"{path} high", mode="lines",
-                                 line={"width": 0.5}, legendgroup=str(path), showlegend=False,
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} high</extra>"))
-        fig.add_trace(go.Scatter(x=x, y=100 * part[low], name=f"{path} interval", mode="lines", fill="tonexty",
-                                 line={"width": 0.5}, legendgroup=str(path),
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} low</extra>"))
+        fig.add_trace(go.Scatter(x=x, y=100 * part[high], name=f"{plotly_text(path)} high", mode="lines",
+                                 line={"width": 0.5}, legendgroup=plotly_text(path), showlegend=False,
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} high</extra>"))
+        fig.add_trace(go.Scatter(x=x, y=100 * part[low], name=f"{plotly_text(path)} interval", mode="lines", fill="tonexty",
+                                 line={"width": 0.5}, legendgroup=plotly_text(path),
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} low</extra>"))
         if point is not None:
-            fig.add_trace(go.Scatter(x=x, y=100 * part[point], name=f"{path} estimate", mode="lines",
-                                     legendgroup=str(path), hovertemplate="%{y:.2f} %<extra>" + f"{path}</extra>"))
-        fig.add_trace(go.Scatter(x=x, y=100 * (1 - part["target"]), name=f"{path} error budget", mode="lines",
-                                 line={"dash": "dash"}, legendgroup=str(path),
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{path} budget</extra>"))
+            fig.add_trace(go.Scatter(x=x, y=100 * part[point], name=f"{plotly_text(path)} estimate", mode="lines",
+                                     legendgroup=plotly_text(path), hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)}</extra>"))
+        fig.add_trace(go.Scatter(x=x, y=100 * (1 - part["target"]), name=f"{plotly_text(path)} error budget", mode="lines",
+                                 line={"dash": "dash"}, legendgroup=plotly_text(path),
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} budget</extra>"))
     label = "joint (TTFT or TPOT or failed)" if signal == "joint" else signal.upper()
     fig.update_layout(title=f"Breach share per window: {label}", xaxis_title="window start (UTC)",
                       yaxis_title="breached requests (%)", legend_title="path", margin=MARGIN)
@@ -103,7 +104,7 @@ def alert_states(alerts: pd.DataFrame) -> go.Figure:
     for path, part in frame.groupby("path", sort=True):
         part = part.set_index("window_start").reindex(times)
         for rule, label in ALERT_LABELS.items():
-            rows.append(f"{path} · {label}")
+            rows.append(f"{plotly_text(path)} · {label}")
             z.append([ALERT_STATES.get(v, np.nan) if isinstance(v, str) else np.nan for v in part[rule]])
     fig = go.Figure(go.Heatmap(
         x=times, y=rows, z=z, zmin=0, zmax=2, xgap=0, ygap=2,
@@ -148,7 +149,7 @@ def compare_totals(fleets: Mapping[str, pd.DataFrame]) -> go.Figure:
     for name, f in fleets.items():
         f = f.sort_values("replicas")
         fig.add_trace(go.Scatter(
-            x=f["replicas"], y=f["total_cost"], name=name, mode="lines+markers",
+            x=f["replicas"], y=f["total_cost"], name=plotly_text(name), mode="lines+markers",
             error_y={"type": "data", "symmetric": False, "array": f["total_cost_high"] - f["total_cost"],
                      "arrayminus": f["total_cost"] - f["total_cost_low"]}))
     fig.update_layout(title="Total cost of the saved sets", xaxis_title="replicas N'",
@@ -182,7 +183,7 @@ def load_response(axis: Mapping[str, pd.DataFrame | tuple], path: str) -> go.Fig
     lo, hi = axis["range"]
     fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.08, line_width=0,
                   annotation_text="observed load range", annotation_position="top left")
-    fig.update_layout(title=f"Load–response: {path} (cross-check of the capacity model)",
+    fig.update_layout(title=f"Load–response: {plotly_text(path)} (cross-check of the capacity model)",
                       xaxis_title="load (the path's requests per second per replica)",
                       yaxis_title="joint breach share (%)", margin=MARGIN)
     return fig

@@ -17,6 +17,7 @@ import pandas as pd
 from app import load, promise, sql
 from app.load import LoadReport
 from app.store import Workspace, data_dir
+from app.ui.session import Settings
 
 SAMPLE_EXPORT = "sample/metrics.parquet"
 
@@ -97,15 +98,34 @@ def datasets(ws: Workspace) -> pd.DataFrame:
     return ws.datasets()
 
 
-def active_datasets(ws: Workspace) -> list[int]:
-    """Datasets the cube is built on: the stored choice (still existing ones), else every dataset."""
+def active_datasets(ws: Workspace, settings: Settings | None = None) -> list[int]:
+    """Datasets the cube is built on: the session's choice (still existing ones), else every dataset.
+
+    A session that has made no choice yet is given every dataset there is now, and keeps that: a file
+    another session loads later does not enter its analysis (``SessionSettings``)."""
+    settings = settings or ws
     existing = ws.dataset_ids()
-    chosen = [i for i in ws.get_setting(SETTING_DATASETS, []) or [] if i in existing]
+    stored = settings.get_setting(SETTING_DATASETS)
+    if stored is None:
+        if existing and settings is not ws:
+            settings.set_setting(SETTING_DATASETS, existing)
+        return existing
+    chosen = [i for i in stored if i in existing]
     return chosen or existing
 
 
-def window_seconds(ws: Workspace) -> int:
-    return int(ws.get_setting(SETTING_WINDOW, DEFAULT_WINDOW_S))
+def add_to_analysis(ws: Workspace, settings: Settings, reports: Iterable[LoadReport]) -> list[int]:
+    """Put the datasets of a load (loaded, or found already loaded) into the session's analysis."""
+    ids = active_datasets(ws, settings)
+    new = [r.dataset_id for r in reports if r.dataset_id is not None and r.dataset_id not in ids]
+    if new:
+        ids = sorted({*ids, *new})
+        settings.set_setting(SETTING_DATASETS, ids)
+    return ids
+
+
+def window_seconds(settings: Settings) -> int:
+    return int(settings.get_setting(SETTING_WINDOW, DEFAULT_WINDOW_S))
 
 
 def window_text(seconds: int) -> str:

@@ -11,8 +11,9 @@ import pandas as pd
 from app.economics.capacity import Assumptions
 from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.money import Prices
+from app.escape import md
 from app.promise import Promise
-from app.store import Workspace
+from app.ui.session import Settings
 from app.ui.units import pct
 
 SETTING_ECONOMICS = "economics_inputs"
@@ -34,8 +35,9 @@ ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two")  
 ENGINE_FACTS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len")
 
 
-def economics_inputs(ws: Workspace) -> dict[str, Any]:
-    stored = ws.get_setting(SETTING_ECONOMICS, {}) or {}
+def economics_inputs(settings: Settings) -> dict[str, Any]:
+    """The Economics form as last run (the session's, ``SessionSettings``), over ``ECON_DEFAULTS``."""
+    stored = settings.get_setting(SETTING_ECONOMICS, {}) or {}
     return {**ECON_DEFAULTS, **{k: v for k, v in stored.items() if k in ECON_DEFAULTS}}
 
 
@@ -151,7 +153,7 @@ def break_even_lines(doc: Mapping[str, Any]) -> list[str]:
         elif price is None:
             why = f"replica {nxt} removes none of its breaches"
         else:
-            why = f"**${price:.4f}** (entered: ${doc['prices']['breach'].get(path, 0):.4f})"
-        out.append(f"Break-even price of one **{path}** breach for replica {nxt}: {why}")
+            why = f"**\\${price:.4f}** (entered: \\${doc['prices']['breach'].get(path, 0):.4f})"
+        out.append(f"Break-even price of one **{md(path)}** breach for replica {nxt}: {why}")
     return out
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from app import promise as pm
 from app import rules
-from app.store import Workspace
+from app.ui.session import Settings
 from app.ui.units import pct
 
 SETTING_PROMISES = "promises"
@@ -36,9 +36,9 @@ def preset_values(name: str) -> dict[str, Any]:
             "queue_s": None, "target": float(p["target"])}
 
 
-def stored_promises(ws: Workspace, paths: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The promise of each path: as stored in the workspace, else ``default_promise``."""
-    stored = ws.get_setting(SETTING_PROMISES, {}) or {}
+def stored_promises(settings: Settings, paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The promise of each path: as stored (the session's, ``SessionSettings``), else ``default_promise``."""
+    stored = settings.get_setting(SETTING_PROMISES, {}) or {}
     return {p: {**default_promise(p), **stored.get(p, {})} for p in paths}
 
 

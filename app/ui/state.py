@@ -1,12 +1,15 @@
 """Session-state keys in one place (widgets and pages refer to these names only).
 
-Values that must outlive a page switch or a restart (window, path mapping, promises, scenario
-inputs, saved sets) live in the workspace settings; widget keys are initialised from them.
+Values that must outlive a page switch, a reload or a restart live in the workspace settings, and
+widget keys are initialised from them: a session's own (datasets in the analysis, window, promises,
+scenario inputs) under its id (``app.ui.session``), the shared ones (path mapping, saved sets) as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
+
+SESSION_ID = "session_id"  # this browser session's id (``app.ui.session``), mirrored in the URL as ?s=
 
 # data
 UPLOADS = "data_uploads"
