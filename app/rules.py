@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from app.escape import visible
 from app.promise import ALL_PATHS, Promise
 from app.store import data_dir
 
@@ -140,8 +141,9 @@ def _le_regex(bound: float) -> str:
 
 
 def _quote(text: str) -> str:
-    """``text`` inside a PromQL double-quoted string."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """``text`` inside a PromQL double-quoted string (Go's escapes: a label value may hold anything)."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in out)
 
 
 def _matcher(label: str, path: str, others: Sequence[str]) -> str:
@@ -213,10 +215,10 @@ def to_yaml(rules: RuleSet, source: str = "") -> str:
     period_h = parse_duration(rules.period)
     lab = rules.label
     lines = [f"# Headroom's promise as Prometheus rules, written {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-             + (f" from {source}" if source else ""),
+             + (f" from {visible(source)}" if source else ""),
              f"# path label {lab}; SLO period {rules.period}; check with: promtool check rules FILE", "groups:"]
     for i, (p, ths, match) in enumerate(rules.promises):
-        who = "every path without its own promise" if p.path == ALL_PATHS else p.path
+        who = "every path without its own promise" if p.path == ALL_PATHS else visible(p.path)  # a comment line
         lines += [f"  - name: {q(f'headroom-promise-{i + 1}')}", "    rules:"]
         lines.append(f"      # {who}: " + "; ".join(th.comment() for th in ths))
         for window in WINDOWS:

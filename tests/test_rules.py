@@ -156,3 +156,14 @@ def test_the_cli_reads_the_exports_bounds_and_says_what_is_wrong(tmp_path: Path)
     assert "from the bucket bounds of metrics.parquet" in out and "headroom:ttft_breach:ratio_rate5m" in out
     rc, _, err = _run("rules", "--promise", "0.5/0.05", "--slo-window", "a month")
     assert rc == 2 and "duration" in err
+
+
+def test_a_hostile_path_name_stays_inside_its_strings(tmp_path: Path) -> None:
+    """A path name with a newline, quotes and YAML markup cannot add a rule or break the file."""
+    evil = 'x"}\n  - record: owned\n# {'
+    text = rules.to_yaml(rules.plan([Promise(path=evil, ttft_s=0.5, tpot_s=0.05)]), source="a\nb.prom")
+    assert "\n  - record: owned" not in text and "\n  - record:" not in text.replace("      - record:", "")
+    (tmp_path / "rules.yml").write_text(text)
+    done = subprocess.run([_promtool(), "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "SUCCESS: 34 rules found" in done.stdout, done.stdout + done.stderr
