@@ -16,6 +16,7 @@ import ast
 import base64
 import csv
 import json
+import logging
 import math
 import re
 import time
@@ -108,6 +109,8 @@ class Client:
 
     def __init__(self, store: Store):
         self.store = store
+        # urllib3 logs each retry ("Retrying ... after connection broken"): the error is said once, by us
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
         session = requests.Session()
         session.verify = store.ca_file or not store.insecure
         # a refused connection and 5xx/429 answers are retried; a read that times out is not (the timeout holds)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from app import cli, live
+from app.store import Workspace
+from app.ui import data as data_view
 
 SECRET = "s3cr3t-token-do-not-print"
 HANG = threading.Event()
@@ -165,3 +167,22 @@ def test_relative_and_absolute_times() -> None:
     assert live.parse_time("1795000000") == datetime.fromtimestamp(1795000000, UTC)
     with pytest.raises(live.LiveError, match="expected ISO-8601"):
         live.parse_time("yesterday")
+
+
+def test_the_data_pages_connect_reads_a_store_into_a_dataset(server: str) -> None:
+    """What the Data page's Connect form runs: the store read with the token, loaded as a dataset;
+    a failure is one line in a failed report, and neither holds the token."""
+    lines: list[str] = []
+    with Workspace(":memory:") as ws:
+        report = data_view.fetch_live(ws, f"{server}/ok", SECRET, "team-a", "1795000000", "1795000060",
+                                      progress=lines.append)
+        assert report.status == "loaded", report.errors
+        assert report.samples == 4 and report.paths == ["m"] and report.dataset.startswith(f"{server}/ok 20")
+        assert lines and "4 samples" in lines[-1]
+        failed = data_view.fetch_live(ws, f"{server}/401", SECRET, start="1795000000", end="1795000060",
+                                      timeout_s=2)
+        assert failed.status == "failed" and len(failed.errors) == 1 and "HTTP 401" in failed.errors[0]
+        stored = ws.con.execute("select string_agg(summary, ' ') from datasets").fetchone()[0]
+        assert SECRET not in stored + repr(report) + repr(failed)
+        bad = data_view.fetch_live(ws, "prometheus:9090")
+        assert bad.status == "failed" and "http:// or https://" in bad.errors[0]

@@ -12,6 +12,7 @@ import ast
 import json
 import pickle
 import shutil
+import socket
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -156,6 +157,31 @@ def test_an_empty_workspace_opens_on_the_sample(workspace_db: Path) -> None:
     assert list(datasets["name"]) == ["bundled sample"]
     assert set(table(at, "paths")["path"]) == {INTERACTIVE, BATCH}
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_connect_says_what_failed_in_one_line_and_forgets_the_token() -> None:
+    """The Data page's Connect form on a store that refuses the connection: the error in one line, the
+    token field emptied, nothing loaded."""
+    at = open_app()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    before = len(at.dataframe)
+    at.text_input(key=state.LIVE_URL).set_value(f"http://127.0.0.1:{port}")
+    at.text_input(key=f"{state.LIVE_TOKEN}-0").set_value("tok-do-not-show")
+    at.text_input(key=state.LIVE_START).set_value("1795000000")
+    at.text_input(key=state.LIVE_END).set_value("1795000060")
+    at.button(key="FormSubmitter:connect_form-Read").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert any(str(port) in e and "connection refused" in e for e in errors), errors  # (Markdown-escaped)
+    at.run()
+    assert at.text_input(key=f"{state.LIVE_TOKEN}-1").value == ""  # a new, empty token field
+    assert not [w for w in at.text_input if w.key == f"{state.LIVE_TOKEN}-0"]
+    assert f"{state.LIVE_TOKEN}-0" not in at.session_state  # its value dropped with it
+    assert at.text_input(key=state.LIVE_URL).value == f"http://127.0.0.1:{port}"  # the rest comes back
+    shown = " ".join([*errors, *(m.value for m in at.markdown), *(c.value for c in at.caption)])
+    assert "tok-do-not-show" not in shown and len(at.dataframe) >= before
 
 
 def test_upload_summarises_each_file_and_a_bad_file_does_not_stop_the_others() -> None:

@@ -32,6 +32,35 @@ if submitted and uploads:
         loaded = data_view.load_uploads(ws, uploads)
         data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
         st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
+with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or VictoriaMetrics"):
+    # the token field gets a new key after each read: the next run draws it empty, and Streamlit drops
+    # the old one's value (the token is never shown again)
+    token_key = f"{state.LIVE_TOKEN}-{st.session_state.get(state.LIVE_TOKEN_GEN, 0)}"
+    with st.form("connect_form"):
+        c = st.columns([3, 2, 1])
+        url = c[0].text_input("API URL", placeholder="http://prometheus:9090", key=state.LIVE_URL)
+        token = c[1].text_input("Bearer token (optional)", type="password", key=token_key)
+        tenant = c[2].text_input("Tenant (X-Scope-OrgID)", key=state.LIVE_TENANT)
+        c = st.columns(4)
+        start = c[0].text_input("Start", value="now-1d", key=state.LIVE_START,
+                                help="ISO-8601, Unix seconds, or relative: now-7d, now-90m")
+        end = c[1].text_input("End", value="now", key=state.LIVE_END)
+        match = c[2].text_input("Series selector (optional)", placeholder='{job="vllm"}', key=state.LIVE_MATCH)
+        chunk = c[3].text_input("Time per query", value="1h", key=state.LIVE_CHUNK)
+        insecure = st.checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
+        read = st.form_submit_button("Read")
+    st.caption("Reads the raw samples of the serving metrics (no extrapolation: the cube is the one a file of the "
+               "same data gives) and loads them as a dataset, shared like an upload. The token is used for the "
+               "requests only: never shown again, logged or written to the workspace.")
+    if read:
+        st.session_state[state.LIVE_TOKEN_GEN] = st.session_state.get(state.LIVE_TOKEN_GEN, 0) + 1
+        with st.status(f"Reading {md(url)}…", expanded=True) as status:
+            report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure,
+                                          progress=lambda line: st.write(md(line)))
+            status.update(label=f"{md(url)}: {report.status}", state="error" if report.status == "failed" else
+                          "complete", expanded=report.status == "failed")
+        data_view.add_to_analysis(ws, mine, [report])
+        st.session_state[state.LAST_REPORTS] = data_view.report_rows([report])
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")

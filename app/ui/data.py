@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import pandas as pd
 
-from app import load, promise, sql
+from app import live, load, promise, sql
+from app.cube import parse_window
 from app.load import LoadReport
 from app.store import Workspace, data_dir
 from app.ui.session import Settings
@@ -64,6 +65,29 @@ def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
             path.write_bytes(up.getvalue())
             reports.append(load.load_file(ws, path, name=up.name, display=up.name))
     return reports
+
+
+def fetch_live(ws: Workspace, url: str, token: str = "", tenant: str = "", start: str = "now-1d", end: str = "now",
+               match: str = "", chunk: str = "1h", insecure: bool = False, timeout_s: float = 30.0,
+               progress: Callable[[str], None] | None = None) -> LoadReport:
+    """Read the raw serving samples of a live store (``headroom fetch``) and load them as a dataset; a
+    failure is a failed report of one line. The token goes into the request headers only."""
+    try:
+        store = live.store_from_env(url.strip(), {live.TOKEN_ENV: token} if token else {},
+                                    extra_headers=[f"X-Scope-OrgID: {tenant.strip()}"] if tenant.strip() else [],
+                                    timeout_s=timeout_s, insecure=insecure)
+        t0, t1 = live.parse_time(start), live.parse_time(end)
+        if t1 <= t0:
+            raise live.LiveError(f"the end ({end}) is not after the start ({start})")
+        live.selector_matchers(match or None)
+        name = f"{url.strip()} {t0.strftime('%Y-%m-%dT%H:%MZ')}..{t1.strftime('%Y-%m-%dT%H:%MZ')}"
+        with tempfile.TemporaryDirectory(prefix="headroom-live-") as tmp:
+            out = Path(tmp) / "live.parquet"
+            live.fetch_to_parquet(live.Client(store), t0, t1, out, match=match or None,
+                                  chunk_s=parse_window(chunk), progress=progress)
+            return load.load_file(ws, out, name=name, display=name)
+    except (live.LiveError, ValueError) as exc:
+        return LoadReport(file=url.strip() or "(no URL)", status="failed", errors=[str(exc)])
 
 
 def report_rows(reports: Iterable[LoadReport]) -> pd.DataFrame:

@@ -19,6 +19,10 @@ PATH_LABELS = "data_path_labels"
 PATH_RULES = "data_path_rules"
 ACTIVE_DATASETS = "data_active_datasets"
 DELETE_DATASETS = "data_delete_datasets"
+LIVE_URL, LIVE_TOKEN, LIVE_TENANT = "live_url", "live_token", "live_tenant"
+LIVE_START, LIVE_END, LIVE_MATCH = "live_start", "live_end", "live_match"
+LIVE_CHUNK, LIVE_INSECURE = "live_chunk", "live_insecure"
+LIVE_TOKEN_GEN = "live_token_gen"  # the token field's key suffix (a new field after each read)
 
 # promise
 PROMISE_RANGE = "promise_range"
