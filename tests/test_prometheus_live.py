@@ -23,6 +23,7 @@ What the tests show, for TTFT and TPOT bucket bounds and ``_count`` of both path
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import shutil
@@ -33,6 +34,7 @@ import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -536,3 +538,18 @@ def test_the_raw_samples_read_live_give_the_file_cube_exactly(fleet: Fleet, tmp_
             file_cube = fleet.cube(window_s, "path")
             pd.testing.assert_frame_equal(live_cube.reset_index(drop=True), file_cube.reset_index(drop=True),
                                           check_exact=True)
+
+
+def test_headroom_report_on_the_live_store_equals_the_report_on_the_file(fleet: Fleet) -> None:
+    """``headroom report --prometheus URL`` prints what ``headroom report FILE`` prints on the same data."""
+    args = ["--start", pd.Timestamp(E0, unit="s").isoformat(), "--end", pd.Timestamp(E0 + WHOLE, unit="s").isoformat(),
+            "--promise", "0.5/0.05", "--format", "json"]
+    docs = []
+    for source in (["--prometheus", fleet.url], [str(fleet.openmetrics)]):
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert cli.main(["report", *source, *args]) == 0
+        doc = json.loads(out.getvalue())
+        docs.append({k: v for k, v in doc.items() if k != "datasets"})
+    assert docs[0] == docs[1]
+    assert docs[0]["paths"] and all(p["requests"] > 0 for p in docs[0]["paths"])
