@@ -280,6 +280,21 @@ def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
+    if args.discover:
+        from app import live
+
+        try:
+            client = live.Client(_store(args))
+            found = live.discover(client, live.parse_time(args.start or "now-1d"), live.parse_time(args.end or "now"),
+                                  args.match)
+        except (live.LiveError, ValueError) as exc:
+            sys.stderr.write(f"headroom fetch: {exc}\n")
+            return 1
+        _write(dumps(found))
+        return 0
+    if not args.out:
+        sys.stderr.write("headroom fetch: give --out FILE.parquet (or --discover)\n")
+        return 2
     failed = _fetch(args, Path(args.out), "fetch")
     return 0 if failed is None else failed
 
@@ -576,7 +591,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(pf, required=True)
     pf.add_argument("--start", help="ISO-8601, Unix seconds or relative (default now-1d)")
     pf.add_argument("--end", help="ISO-8601, Unix seconds or relative (default now)")
-    pf.add_argument("--out", required=True, help="the Parquet file to write")
+    pf.add_argument("--out", help="the Parquet file to write")
+    pf.add_argument("--discover", action="store_true", help="print (JSON) the engines, families and candidate path "
+                    "labels the store holds in the range, and fetch nothing")
     pf.add_argument("--quiet", action="store_true", help="no progress lines")
     pf.set_defaults(func=cmd_fetch)
 

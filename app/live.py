@@ -165,6 +165,9 @@ class Client:
     def metric_names(self) -> list[str]:
         return list(self._call("the metric names", self._pc.all_metrics))
 
+    def series(self, selector: str, start: datetime, end: datetime) -> list[dict[str, str]]:
+        return list(self._call("the series", self._pc.get_series, start, end, params={"match[]": selector}))
+
     def query(self, expr: str, at: float) -> list[dict[str, Any]]:
         return self._call("a query", self._pc.custom_query, expr, params={"time": f"{at:.3f}"})
 
@@ -198,6 +201,28 @@ def serving_metric_names(client: Client) -> list[str]:
     families = known_families()
     wanted = {f + s for f in families for s in ("", *_SUFFIXES)}
     return sorted(n for n in client.metric_names() if n in wanted)
+
+
+# labels every scrape carries, or histogram structure: not what names a traffic path
+_NOT_PATH_LABELS = {"__name__", "le", "quantile", "instance", "job", "engine", "pod", "namespace", "node",
+                    "container", "endpoint", "service", "prometheus", "prometheus_replica", "finished_reason"}
+
+
+def discover(client: Client, start: datetime, end: datetime, match: str | None = None) -> dict[str, Any]:
+    """What the store holds for Headroom in (start, end]: the engines and families present and the
+    candidate path labels (label: distinct values, on the serving series), most values first."""
+    names = serving_metric_names(client)
+    with (data_dir() / "signals.csv").open() as fh:
+        engine_of = {r["family"]: r["engine"] for r in csv.DictReader(fh)}
+    families = sorted({f for n in names for f in engine_of if n == f or (n.startswith(f) and n[len(f):] in _SUFFIXES)})
+    values: dict[str, set[str]] = {}
+    if names:
+        for labels in client.series(_selector(match, names), start, end):
+            for k, v in labels.items():
+                if k not in _NOT_PATH_LABELS:
+                    values.setdefault(k, set()).add(v)
+    return {"url": client.store.url, "engines": sorted({engine_of[f] for f in families}), "families": families,
+            "path_labels": {k: sorted(v) for k, v in sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[0]))}}
 
 
 def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,

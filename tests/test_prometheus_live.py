@@ -553,3 +553,13 @@ def test_headroom_report_on_the_live_store_equals_the_report_on_the_file(fleet: 
         docs.append({k: v for k, v in doc.items() if k != "datasets"})
     assert docs[0] == docs[1]
     assert docs[0]["paths"] and all(p["requests"] > 0 for p in docs[0]["paths"])
+
+
+def test_discovery_names_the_engine_families_and_path_labels(fleet: Fleet) -> None:
+    out = io.StringIO()
+    with redirect_stdout(out), redirect_stderr(io.StringIO()):
+        assert cli.main(["fetch", "--prometheus", fleet.url, "--discover", "--start", str(E0),
+                         "--end", str(E0 + WHOLE)]) == 0
+    found = json.loads(out.getvalue())
+    assert found["engines"] == ["vllm"] and found["families"] == sorted([TTFT, TPOT])
+    assert found["path_labels"] == {"model_name": sorted(PATHS)}  # instance, engine and le are not path labels
