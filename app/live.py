@@ -299,5 +299,5 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
-        raise LiveError(f"time {text!r}: expected ISO-8601 (2026-11-17T00:00:00Z), Unix seconds or now-7d") from None
+        raise ValueError(f"time {text!r}: expected ISO-8601 (2026-11-17T00:00:00Z), Unix seconds or now-7d") from None
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)

@@ -7,25 +7,17 @@ import io
 from datetime import UTC, datetime
 from typing import Any
 
+from app import live
 from app import promise as pm
 from app.escape import csv_row, md
 from app.store import Workspace
 
 
 def parse_time(text: str | None) -> datetime | None:
-    """ISO-8601 (``2026-11-29T10:00:00Z``) or Unix seconds; returned as naive UTC."""
+    """ISO-8601 (``2026-11-29T10:00:00Z``), Unix seconds or relative (``now-7d``); returned as naive UTC."""
     if not text:
         return None
-    t = text.strip()
-    try:
-        return datetime.fromtimestamp(float(t), tz=UTC).replace(tzinfo=None)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"time {text!r}: expected ISO-8601 (2026-11-29T10:00:00Z) or Unix seconds") from None
-    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
+    return live.parse_time(text).astimezone(UTC).replace(tzinfo=None)
 
 
 def _iso(dt: datetime) -> str:
