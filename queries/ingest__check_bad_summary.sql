@@ -4,7 +4,8 @@
 -- grain: one row per reason, the reason met first first
 -- reads: check_bad_points
 -- @param n BIGINT  how many examples per reason
--- @returns reason VARCHAR, n_bad BIGINT, examples STRUCT(series VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT)[]
+-- @returns reason VARCHAR, n_bad BIGINT, examples STRUCT(series VARCHAR, ts TIMESTAMP, "value" DOUBLE,
+--   src_line BIGINT)[]
 with
 final as (
     select
