@@ -6,7 +6,7 @@
 --   value would turn into a false reset or an infinite increase; the load drops these samples and
 --   says which (app.ingest.checks).
 -- grain: one row per bad sample
--- reads: check_series, stage_points
+-- reads: stage_series, stage_points
 -- @returns series_key VARCHAR, series VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT, reason VARCHAR
 with
 candidates as (
@@ -27,7 +27,7 @@ judged as (
                 and s.mtype in ('counter', 'histogram', 'gaugehistogram', 'summary') then 'negative'
         end as reason
     from candidates as c
-    inner join check_series as s using (series_key)
+    inner join stage_series as s using (series_key)
 ),
 
 final as (

@@ -4,7 +4,7 @@
 --   holds; the `_count` holds the same number by definition, so where there is one it stands in
 --   (`inf_key` is the series key the repaired bucket gets); without one the buckets are dropped.
 -- grain: one row per histogram label set (group) missing its +Inf bucket
--- reads: check_series
+-- reads: stage_series
 -- @returns group_id UBIGINT, series VARCHAR, count_key VARCHAR, inf_key VARCHAR, inf_metric VARCHAR,
 --   inf_labels MAP(VARCHAR, VARCHAR), bucket_keys VARCHAR[]
 with
@@ -19,7 +19,7 @@ groups as (
         any_value(labels) filter (where suffix = 'count') as count_labels,
         any_value(map_from_entries(list_filter(map_entries(labels), lambda e: e.key <> 'le')))
             filter (where suffix = 'bucket') as group_labels
-    from check_series
+    from stage_series
     where mtype in ('histogram', 'gaugehistogram') and suffix in ('bucket', 'count')
     group by group_id
 ),

@@ -5,7 +5,7 @@
 --   histogram whose samples carry its bare name (no `_bucket`/`_count`/`_sum`: not a histogram's
 --   sample, kept as an untyped series)
 -- grain: one row per contradicted family
--- reads: check_series, stage_families
+-- reads: stage_series, stage_families
 -- @returns family VARCHAR, declared VARCHAR, found VARCHAR, example VARCHAR
 with
 declared as (
@@ -15,7 +15,7 @@ declared as (
 histogram_shaped as (
     select d.family, d.mtype, 'histogram' as found, min(s.metric) as example
     from declared as d
-    inner join check_series as s
+    inner join stage_series as s
         on s.metric in (d.family || '_bucket', d.family || '_count', d.family || '_sum')
     where d.mtype not in ('histogram', 'gaugehistogram', 'summary')
         and s.mtype = 'histogram'
@@ -25,7 +25,7 @@ histogram_shaped as (
 bare_in_histogram as (
     select d.family, d.mtype, 'bare' as found, min(series_text(s.metric, s.labels)) as example
     from declared as d
-    inner join check_series as s on s.metric = d.family and s.suffix = ''
+    inner join stage_series as s on s.metric = d.family and s.suffix = ''
     where d.mtype in ('histogram', 'gaugehistogram')
     group by d.family, d.mtype
 ),

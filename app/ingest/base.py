@@ -58,6 +58,7 @@ class Staged:
     time_source: str = "samples"
     gzip: bool = False
     notes: list[str] = field(default_factory=list)
+    series_staged: bool = False  # ``stage_series`` (ingest__staged_series) is made and current
 
 
 @dataclass
