@@ -213,7 +213,7 @@ def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: Lo
         report.snapshot = True
         since = f"the server started at {started.isoformat()}Z" if started else "the server started (start time not exported)"
         report.notes.append(f"single snapshot: counters and histograms are increases since {since}")
-    if report.engine is None:
+    if report.engine is None and report.samples:  # a metadata-only file has its own note
         report.notes.append("no metric of a known engine was found; all metrics are kept and listed as unknown")
 
 
