@@ -111,10 +111,11 @@ def cmd_cube(args: argparse.Namespace) -> int:
         return 2
     with _workspace(args) as ws:
         reports = load.load_files(ws, args.files) if args.files else []
-        for r in reports:
-            if r.status == "failed":
-                for e in r.errors:
-                    sys.stderr.write(f"error: {e}\n")
+        for r in reports:  # stdout is the cube; what the load dropped, repaired or kept goes to stderr
+            for e in r.errors:
+                sys.stderr.write(f"error: {e}\n")
+            for n in r.notes if r.status == "loaded" else ():
+                sys.stderr.write(f"note: {r.file}: {n}\n")
         ids = sorted({r.dataset_id for r in reports if r.dataset_id is not None}) if args.files else ws.dataset_ids()
         labels = args.path_label or ws.path_labels()
         frame = cube_frame(ws, ensure_cube(ws, ids, window_s, labels)) if ids else None

@@ -63,7 +63,8 @@ def parse_window(text: str | int) -> int:
 def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
                     path_labels: Sequence[str]) -> None:
     """Build the cube into the temp table ``cube_new`` on ``con`` (with its inputs ``cube_series``
-    and ``cube_series_windows``, which later queries of the same connection may read)."""
+    and ``cube_series_windows``, and ``cube_duplicate_series``, the series that repeat an instant,
+    which later queries of the same connection may read)."""
     ids = [int(i) for i in dataset_ids]
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
     # A load stores a file in the order it reads it, and exports come series by series in time order:
@@ -77,7 +78,10 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
     # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
     sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids, window_s=int(window_s),
                     dedupe=False, presorted=presorted)
-    duplicates = con.execute("select count(*) from cube_series_windows where duplicates > 0").fetchone()[0]
+    # the series that repeat an instant, kept for the load's note (the deduplicated pass counts none)
+    con.execute("create or replace temp table cube_duplicate_series as "
+                "select distinct series_id from cube_series_windows where duplicates > 0")
+    duplicates = con.execute("select count(*) from cube_duplicate_series").fetchone()[0]
     if duplicates:
         sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids,
                         window_s=int(window_s), dedupe=True, presorted=False)

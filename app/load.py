@@ -21,10 +21,13 @@ import pandas as pd
 
 from app import cube, ingest, records, sql
 from app.ingest.base import IngestError
+from app.ingest.checks import where_word
 from app.ingest.frame import digest_frame, stage_frame
+from app.ingest.text import shorten
 from app.store import Workspace, path_mapping
 
 SUMMARY_WINDOW_S = 300
+MAX_EXAMPLES = 3
 
 
 @dataclass
@@ -120,9 +123,16 @@ def _load(ws: Workspace, display: str, digest: str, name: str, stager: Stager,
 def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: ingest.Source, digest: str,
                    name: str) -> LoadReport:
     n_points = con.execute("select count(*) from stage_points").fetchone()[0]
+    notes = list(staged.notes)
     if n_points == 0:
-        raise IngestError(src.display, "no samples found")
-    con.execute("create or replace temp table stage_series as " + sql.get("ingest__staged_series").sql)
+        n_families = con.execute("select count(distinct family) from stage_families").fetchone()[0]
+        if not n_families:
+            raise IngestError(src.display, "no samples found")
+        # a server that has served nothing yet exposes only its HELP/TYPE lines: a valid exposition
+        notes.append(f"the file holds only metadata ({n_families} families declared by # HELP/# TYPE) and no "
+                     "samples yet (a server that has served nothing?): loaded with no samples")
+    if not staged.series_staged:  # the checks of app.ingest made it already
+        con.execute("create or replace temp table stage_series as " + sql.get("ingest__staged_series").sql)
     dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
     sql.execute(con, "ingest__insert_series")
     sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
@@ -131,9 +141,10 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     report = LoadReport(
         file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
         format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=_iso(t_min),
-        end=_iso(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=list(staged.notes),
+        end=_iso(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
     )
     describe_dataset(con, dataset_id, report)
+    _duplicate_notes(con, report, where_word(staged.format))
     _insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,
                     t_min=t_min, t_max=t_max, interval=interval)
     return report
@@ -195,13 +206,51 @@ def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: Lo
         "select stat, sum(value) from cube_new where stat in ('resets', 'repairs') group by stat").fetchall())
     report.resets = int(health.get("resets", 0) or 0)
     report.repairs = int(health.get("repairs", 0) or 0)
+    if report.repairs:
+        _repair_notes(con, report)
     scrapes, started = sql.rows(con, "summary__snapshot", dataset_id=dataset_id)[0]
     if scrapes == 1:
         report.snapshot = True
         since = f"the server started at {started.isoformat()}Z" if started else "the server started (start time not exported)"
         report.notes.append(f"single snapshot: counters and histograms are increases since {since}")
-    if report.engine is None:
+    if report.engine is None and report.samples:  # a metadata-only file has its own note
         report.notes.append("no metric of a known engine was found; all metrics are kept and listed as unknown")
+
+
+def _repair_notes(con: duckdb.DuckDBPyConnection, report: LoadReport) -> None:
+    """Name the bucket series the cube repaired (a bucket rising less than a lower one in a window)."""
+    rows = sql.rows(con, "summary__repaired_buckets", max_rows=MAX_EXAMPLES)
+    what = (f"{report.repairs} bucket increase(s) were below a lower bucket's (cumulative buckets never are) and "
+            "were raised to the running maximum over le, as Prometheus' histogram_quantile does (repaired)")
+    if not rows:
+        report.notes.append(what)  # only after summing several label sets of a path
+        return
+    shown = "; ".join(f"{shorten(series, 120)} rose {inc:g} in the window after {_iso(start)} while a lower "
+                      f"bucket rose {lower:g}" for series, start, inc, lower, _ in rows)
+    more = f" and {rows[0][-1] - len(rows)} more" if rows[0][-1] > len(rows) else ""
+    report.notes.append(f"{what}: {shown}{more}")
+
+
+def _duplicate_notes(con: duckdb.DuckDBPyConnection, report: LoadReport, unit: str) -> None:
+    """Say which samples shared a series and an instant, and which value the cube keeps (the highest)."""
+    if not con.execute("select exists (from cube_duplicate_series)").fetchone()[0]:
+        return
+    rows = sql.rows(con, "summary__duplicates", max_rows=MAX_EXAMPLES)
+    if not rows:
+        return
+    n_instants, n_differing = rows[0][-2], rows[0][-1]
+    differing = [r for r in rows if r[2] > 1]
+    for series, ts, _, kept, lines, vals, _, _ in differing[:1]:
+        where = f"{unit}s " + " and ".join(map(str, lines)) if len(lines) <= 3 else f"{unit}s {lines[0]}, ..."
+        report.notes.append(f"series {shorten(series, 120)} has {len(vals)} values at {_iso(ts)} ({where}: "
+                            f"{', '.join(f'{v:g}' for v in vals)}): the highest ({kept:g}) is kept"
+                            + (f"; {n_differing} such instant(s) in all" if n_differing > 1 else ""))
+    if n_instants > n_differing:
+        same = [r for r in rows if r[2] == 1]
+        example = (f" (first: {shorten(same[0][0], 120)} at {_iso(same[0][1])}, {unit}s "
+                   f"{' and '.join(map(str, same[0][4][:3]))})" if same else "")
+        report.notes.append(f"{n_instants - n_differing} instant(s) where a series repeats the same value{example}: "
+                            "kept once")
 
 
 def _unique_name(con: duckdb.DuckDBPyConnection, name: str) -> str:

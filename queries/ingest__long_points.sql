@@ -6,9 +6,12 @@
 --   that does not parse is NULL here: `ingest__long_problems` reports it before the file loads.
 --   Time rules: an integer is Unix time whose unit follows its magnitude (< 1e11 seconds, < 1e14
 --   milliseconds, < 1e17 microseconds, else nanoseconds); a decimal number likewise; else an
---   ISO-8601 date-time, UTC unless it ends with `Z` or an offset.
+--   ISO-8601 date-time, UTC unless it ends with `Z` or an offset. With $decimal_comma (a
+--   `;`-separated CSV, as Excel saves one in comma-decimal locales) a value such as `1,5` or
+--   `1.234,5` is read as 1.5 or 1234.5; a value that is a number as it stands is taken as it is.
 -- grain: one row per row of the file
 -- reads: long_input, long_keys
+-- @param decimal_comma BOOLEAN  read `1,5` as 1.5 (a `;`-separated CSV)
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 ts_texts as (
@@ -52,7 +55,11 @@ final as (
     select
         k.series_key,
         coalesce(i.ts_native, p.ts) as ts,
-        try_cast(i.value_raw as double) as value,
+        coalesce(
+            try_cast(i.value_raw as double),
+            case when $decimal_comma and regexp_full_match(trim(i.value_raw::varchar), '[+-]?\d{1,3}(\.\d{3})*,\d+|[+-]?\d+,\d+')
+                then try_cast(replace(replace(trim(i.value_raw::varchar), '.', ''), ',', '.') as double) end
+        ) as value,
         i.src_line
     from long_input as i
     inner join long_keys as k

@@ -1,9 +1,11 @@
 -- name: ingest__promjson_points
 -- purpose: the float samples of the Prometheus API series (stage_points contract): timestamps are
---   float Unix seconds (rounded to the microsecond), values strings ("NaN", "+Inf" allowed);
---   src_line is the series' ordinal in the file
+--   float Unix seconds (rounded to the microsecond; another unit when the reader finds one), values
+--   strings ("NaN", "+Inf" allowed); a time past the year 9999 is NULL (the checks drop it, saying
+--   so); src_line is the series' ordinal in the file
 -- grain: one row per sample
 -- reads: promjson_series
+-- @param ts_unit_us DOUBLE  microseconds per unit of the timestamps (1e6: seconds)
 -- @returns series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT
 with
 pairs as (
@@ -14,7 +16,7 @@ pairs as (
 final as (
     select
         series_key,
-        make_timestamp(cast(round(cast(pair[1] as double) * 1000000) as bigint)) as ts,
+        ts_from_unit(cast(pair[1] as double), $ts_unit_us) as ts,
         cast(pair[2] as double) as value,
         series_no as src_line
     from pairs

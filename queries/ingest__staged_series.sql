@@ -2,7 +2,7 @@
 -- purpose: classify the staged series of one file: global id, metric family, suffix, type, le,
 --   histogram group and replica. The family/suffix rule follows the exposition formats: a
 --   `# TYPE` line wins; without one, `_bucket` with `le` (and its `_count`/`_sum` siblings) is a
---   histogram, `_total` a counter; `_created` is always a creation time (0.0.4 exposes it as a
+--   histogram, `_total` a counter (a sample of a histogram family's bare name is untyped); `_created` is always a creation time (0.0.4 exposes it as a
 --   separate gauge family). Counter families are named without `_total`, so the two spellings meet.
 -- grain: one row per distinct series key of the staged file
 -- reads: stage_families, stage_keys
@@ -40,6 +40,8 @@ classified as (
             when k.sfx = 'total' and tb.mtype = 'counter' then [k.base, 'total', 'counter']
             when te.mtype = 'counter'
                 then [regexp_replace(k.metric, '_total$', ''), 'total', 'counter']
+            -- a histogram's samples always have a suffix: its bare name is not one of them
+            when te.mtype in ('histogram', 'gaugehistogram') then [k.metric, '', 'untyped']
             when te.mtype is not null then [k.metric, '', te.mtype]
             when k.sfx in ('bucket', 'count', 'sum') and bb.base is not null
                 then [k.base, k.sfx, 'histogram']

@@ -1,7 +1,7 @@
 -- name: ingest__text_meta
 -- purpose: the comment lines of `text_lines`: `# HELP`, `# TYPE`, `# UNIT`, `# EOF` and free
 --   comments, with the declared family name (quotes and escapes removed), type and help text, and
---   what is wrong with a malformed TYPE line
+--   what is wrong with a malformed TYPE line or one that changes its family's type
 -- grain: one row per line starting with `#`
 -- reads: text_lines
 -- @returns line_no BIGINT, kind VARCHAR, family VARCHAR, mtype VARCHAR, help VARCHAR,
@@ -43,6 +43,18 @@ kinds as (
     from parsed
 ),
 
+declared as (
+    -- the family's first TYPE line: a later one may repeat it (concatenated snapshots) but not change it
+    select
+        *,
+        first_value(case when kind = 'type' then lower(rest) end ignore nulls) over by_family as first_type,
+        first_value(case when kind = 'type' then line_no end ignore nulls) over by_family as first_type_line
+    from kinds
+    window by_family as (
+        partition by kind = 'type', family order by line_no rows between unbounded preceding and current row
+    )
+),
+
 final as (
     select
         line_no,
@@ -61,9 +73,12 @@ final as (
             when kind in ('help', 'type', 'unit') and not starts_with(raw_name, '"')
                 and not regexp_full_match(raw_name, '[a-zA-Z_:][a-zA-Z0-9_:]*')
                 then 'metric name ''' || raw_name || ''' is not valid'
+            when kind = 'type' and lower(rest) <> first_type
+                then 'a second TYPE line for ' || family || ' says ' || lower(rest) || ', but line '
+                    || first_type_line || ' said ' || first_type
         end as problem,
         line
-    from kinds
+    from declared
 )
 
 select * from final

@@ -7,8 +7,9 @@ One module per format; each exposes ``read(con, src) -> Staged`` meeting the con
 from __future__ import annotations
 
 import gzip
-import shutil
+import os
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,11 +17,38 @@ from pathlib import Path
 import duckdb
 
 from app import sql
-from app.ingest import aiperf, longform, promjson, promtool, text, vmjson
+from app.ingest import aiperf, checks, longform, promjson, promtool, text, vmjson
 from app.ingest.base import FORMATS, IngestError, Source, Staged
 from app.ingest.detect import detect
 
 GZIP_MAGIC = b"\x1f\x8b"
+# The most a gzip file may decompress to: a bound on the temporary disk a load may fill (a "gzip bomb"
+# of a few MB can expand to terabytes). $HEADROOM_MAX_DECOMPRESSED overrides it, in bytes or with a
+# K/M/G/T suffix (binary units).
+MAX_DECOMPRESSED_ENV = "HEADROOM_MAX_DECOMPRESSED"
+DEFAULT_MAX_DECOMPRESSED = 8 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def max_decompressed() -> int:
+    """The decompressed-size limit in bytes (``$HEADROOM_MAX_DECOMPRESSED``, default 8 GiB)."""
+    text = os.environ.get(MAX_DECOMPRESSED_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
+    if not text:
+        return DEFAULT_MAX_DECOMPRESSED
+    number, unit = (text[:-1], text[-1]) if text[-1] in _UNITS else (text, "")
+    try:
+        return max(1, int(float(number) * _UNITS[unit]))
+    except ValueError:
+        raise ValueError(f"${MAX_DECOMPRESSED_ENV}={os.environ[MAX_DECOMPRESSED_ENV]!r} is not a size "
+                         "(bytes, or a number with K, M, G or T)") from None
+
+
+def size_text(n: int) -> str:
+    """``n`` bytes as the largest binary unit that divides it into a number of at least 1 (``4 MiB``)."""
+    for unit, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit:
+            return f"{n / unit:g} {name}"
+    return f"{n} bytes"
 
 
 @contextmanager
@@ -37,9 +65,20 @@ def open_source(path: Path, display: str | None = None) -> Iterator[Source]:
     with tempfile.TemporaryDirectory(prefix="headroom-gz-") as tmp:
         out = Path(tmp) / (path.name.removesuffix(".gz") or "data")
         try:
+            limit = max_decompressed()
+        except ValueError as exc:
+            raise IngestError(display, str(exc)) from None
+        try:
+            written = 0
             with gzip.open(path, "rb") as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst, length=1 << 20)
-        except (OSError, EOFError) as exc:
+                while chunk := src.read(1 << 20):
+                    written += len(chunk)
+                    if written > limit:
+                        raise IngestError(display, f"decompresses to more than {size_text(limit)} (a gzip bomb, or a "
+                                                   f"larger export than allowed): raise ${MAX_DECOMPRESSED_ENV} "
+                                                   "to load it, or split it")
+                    dst.write(chunk)
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream
             raise IngestError(display, f"gzip data is corrupt or truncated ({exc})") from None
         yield Source(path=out, display=display, original=path, gzip=True)
 
@@ -57,13 +96,18 @@ def _readers() -> dict[str, Callable[[duckdb.DuckDBPyConnection, Source], Staged
     }
 
 
-def stage(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
-    """Detect the format of ``src`` and create ``stage_keys``/``stage_points``/``stage_families``."""
+def stage(con: duckdb.DuckDBPyConnection, src: Source, check: bool = True) -> Staged:
+    """Detect the format of ``src`` and create ``stage_keys``/``stage_points``/``stage_families``, then
+    (unless ``check`` is false: the readers' own tests compare what a reader parsed) drop, repair or
+    note what no number may be computed from (``app.ingest.checks``)."""
     sql.ensure_macros(con)  # the readers' queries call them (macros/timestamps)
     fmt = detect(src)
     staged = _readers()[fmt](con, src)
     staged.gzip = src.gzip
+    if check:
+        checks.check(con, src, staged)
     return staged
 
 
-__all__ = ["FORMATS", "IngestError", "Source", "Staged", "open_source", "stage"]
+__all__ = ["FORMATS", "MAX_DECOMPRESSED_ENV", "IngestError", "Source", "Staged", "max_decompressed", "open_source",
+           "stage"]

@@ -19,6 +19,7 @@ stateset, gaugehistogram, unknown); empty when the format carries no types.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ FORMATS = (
 )
 
 TIME_SOURCES = ("samples", "filename", "mtime", "comment")
+_JSON_LINE_RE = re.compile(r"Malformed JSON in file .*, at byte \d+ in line (?P<line>\d+): (?P<why>.*)$")
 
 class IngestError(Exception):
     """A file could not be read. The message names the file, the line or series, and what is wrong."""
@@ -56,6 +58,7 @@ class Staged:
     time_source: str = "samples"
     gzip: bool = False
     notes: list[str] = field(default_factory=list)
+    series_staged: bool = False  # ``stage_series`` (ingest__staged_series) is made and current
 
 
 @dataclass
@@ -84,7 +87,13 @@ def read_json(con: duckdb.DuckDBPyConnection, src: Source, query: str, table: st
     try:
         sql.materialize(con, query, table, path=str(src.path), max_object_size=json_object_limit(src))
     except duckdb.Error as exc:
-        raise fail(src, f"not {what}: " + str(exc).splitlines()[0]) from None
+        first = str(exc).splitlines()[0]
+        m = _JSON_LINE_RE.search(first)
+        if m:  # DuckDB counts the lines of a JSON-lines file from 2 (2.0): name the line as an editor does
+            end = " (the file ends mid-object: truncated?)" if "end of data" in m["why"] else ""
+            raise fail(src, f"not {what}: malformed JSON: {m['why'].rstrip('. ')}{end}",
+                       line=int(m["line"]) - 1) from None
+        raise fail(src, f"not {what}: " + first) from None
 
 
 def fail(src: Source, what: str, line: int | None = None, series: str | None = None) -> IngestError:

@@ -17,7 +17,8 @@ their magnitude: below 1e11 seconds (~1e9 today), below 1e14 milliseconds (~1e12
 microseconds (~1e15), else nanoseconds (~1e18).
 
 CSV: the delimiter (``,``, ``;``, tab, ``|``) is detected; a Grafana "Download for Excel" first
-line ``sep=,`` is honoured; ``src_line`` is the line of the row (header = line 1, assuming no
+line ``sep=,`` is honoured; in a ``;``-separated file (as Excel saves CSV in comma-decimal locales)
+a value with a decimal comma (``1,5``, ``1.234,5``) is read as a number, with a note; ``src_line`` is the line of the row (header = line 1, assuming no
 quoted field spans lines). Parquet: ``src_line`` is the row number.
 
 The file's own column names never enter SQL text: Python only decides the role of each column and
@@ -90,7 +91,9 @@ def read_csv(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     except duckdb.Error as exc:
         raise fail(src, "cannot read as CSV: " + str(exc).splitlines()[0]) from None
     roles = assign_roles(src, [row[0] for row in described])
-    return _stage(con, src, reader, options, roles, {}, first_line, "csv")
+    header = src.head(4096).decode("utf-8", "replace").lstrip("\ufeff").splitlines()[first_line - 2:first_line - 1]
+    semicolons = options.get("delim") == ";" or bool(header and ";" in header[0] and "," not in header[0])
+    return _stage(con, src, reader, options, roles, {}, first_line, "csv", decimal_comma=semicolons)
 
 
 def read_parquet(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
@@ -110,8 +113,8 @@ def read_parquet(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
 
 
 def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: dict[str, object],
-           roles: Roles, types: dict[str, str], first_line: int, fmt: str, row_number: str | None = None
-           ) -> Staged:
+           roles: Roles, types: dict[str, str], first_line: int, fmt: str, row_number: str | None = None,
+           decimal_comma: bool = False) -> Staged:
     # plumbing: pick the columns by name through parameters (row struct `long_row[$p]`), so the
     # file's column names never become SQL text; the identifiers below are our own
     params = dict(options, ts_col=roles.ts, value_col=roles.value)
@@ -159,7 +162,13 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         sql.materialize(con, "ingest__long_keys", "long_keys", label_names=list(roles.label_columns))
     except duckdb.Error as exc:
         raise fail(src, f"cannot read as {fmt.upper()}: " + str(exc).splitlines()[0]) from None
-    sql.materialize(con, "ingest__long_points", "stage_points")
+    sql.materialize(con, "ingest__long_points", "stage_points", decimal_comma=decimal_comma)
+    notes = []
+    if decimal_comma:
+        n_comma, comma_line, example = sql.rows(con, "ingest__long_decimal_commas")[0]
+        if n_comma:
+            notes.append(f"{n_comma} value(s) written with a decimal comma (a `;`-separated CSV as Excel saves it), "
+                         f"read as decimal points: e.g. {example!r} on line {comma_line}")
     problems = sql.rows(con, "ingest__long_problems", max_rows=MAX_REPORTED)
     if problems:
         line, problem, n_bad = problems[0]
@@ -182,7 +191,7 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         used.append(f"labels={roles.labels}")
     if roles.label_columns:
         used.append("label columns: " + ", ".join(roles.label_columns))
-    return Staged(format=fmt, time_source="samples", notes=["columns: " + "; ".join(used)])
+    return Staged(format=fmt, time_source="samples", notes=["columns: " + "; ".join(used), *notes])
 
 
 def _drop_input(con: duckdb.DuckDBPyConnection) -> None:

@@ -5,6 +5,11 @@ Accepted: one response, a JSON array of responses (e.g. one instant query per ti
 timestamps float Unix seconds. ``status: "error"`` fails with the server's error text; native
 histogram samples (``histograms``) are skipped with a note naming the series. Parsed by DuckDB's
 JSON reader (``queries/ingest__promjson_*.sql``), never a Python loop over samples.
+
+Prometheus itself only ever writes float seconds here (its API encodes every sample time as
+seconds with millisecond decimals), so times in milliseconds come from a script that rewrote the
+response. Their magnitude cannot be mistaken (1.7e12 s would be the year 55 000), so they are read as
+milliseconds, with a note; the median time decides, so one stray sample cannot flip the unit.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from app.ingest.base import IngestError, Source, Staged, fail, read_json
 from app.ingest.text import empty_tables, shorten
 
 MAX_REPORTED = 4
+# plausible sample times in seconds (the year 5138); at or above, the unit is milliseconds
+SECONDS_MAX = 1e11
 
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
@@ -30,7 +37,13 @@ def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
     if n_hist:
         names = ", ".join(shorten(s, 80) for s in hist_series)
         notes.append(f"skipped native histogram samples (not supported) of {n_hist} series: {names}")
-    sql.materialize(con, "ingest__promjson_points", "stage_points")
+    ts_median, _ = sql.rows(con, "ingest__promjson_time_stats")[0]
+    unit_us = 1e6
+    if ts_median is not None and abs(ts_median) >= SECONDS_MAX:
+        unit_us = 1e3
+        notes.append(f"Prometheus API timestamps are float seconds, but these look like milliseconds (median "
+                     f"{ts_median:.0f}): read as ms")
+    sql.materialize(con, "ingest__promjson_points", "stage_points", ts_unit_us=unit_us)
     sql.materialize(con, "ingest__promjson_keys", "stage_keys")
     con.execute("create or replace temp table stage_families (family varchar, mtype varchar, help varchar)")
     empty_tables(con, ("promjson_responses", "promjson_series"))

@@ -93,9 +93,9 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
     sql.execute(con, "ingest__text_drop_reread")
     sql.execute(con, "ingest__text_add_slow", ts_unit_us=unit_s * 1e6)
 
-    n_timed, n_untimed, ts_min, ts_max, _ = sql.rows(con, "ingest__text_time_stats")[0]
+    n_timed, n_untimed, _, _, _, ts_median = sql.rows(con, "ingest__text_time_stats")[0]
     if n_timed:
-        checked = _check_unit(src, fmt, unit_s, ts_min, ts_max, notes)
+        checked = _check_unit(fmt, unit_s, ts_median, notes)
         if checked != unit_s:
             sql.execute(con, "ingest__text_retime", ts_unit_us=checked * 1e6)
     con.execute("create or replace temp table text_snapshots (start_line bigint, snap_ts timestamp)")
@@ -197,19 +197,17 @@ def _skipped_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
     return notes
 
 
-def _check_unit(src: Source, fmt: str, unit_s: float, ts_min: float, ts_max: float, notes: list[str]) -> float:
-    """The timestamp unit in seconds, corrected where the values cannot be in the format's unit."""
-    largest = max(abs(ts_min), abs(ts_max))
-    if unit_s == 1.0 and largest >= _SECONDS_MAX:
+def _check_unit(fmt: str, unit_s: float, ts_median: float, notes: list[str]) -> float:
+    """The timestamp unit in seconds, corrected where the values cannot be in the format's unit. The
+    median decides, so one stray sample cannot flip a file's unit; a sample whose time then falls
+    outside the years 1 to 9999 gets a NULL time and is dropped with a note (``app.ingest.checks``)."""
+    typical = abs(ts_median)
+    if unit_s == 1.0 and typical >= _SECONDS_MAX:
         notes.append("OpenMetrics timestamps must be seconds but these look like milliseconds; read as ms")
         unit_s = 1e-3
-    elif unit_s == 1e-3 and 0 < largest < _SECONDS_MAX:
+    elif unit_s == 1e-3 and 0 < typical < _SECONDS_MAX:
         notes.append(f"{fmt} timestamps must be milliseconds but these look like seconds; read as s")
         unit_s = 1.0
-    for edge in (ts_min, ts_max):
-        seconds = edge * unit_s
-        if not -62135596800 <= seconds <= 253402300799:  # years 1 to 9999
-            raise fail(src, f"sample timestamp {edge:g} is out of range")
     return unit_s
 
 

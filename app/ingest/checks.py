@@ -1,0 +1,149 @@
+"""The checks every staged file goes through, whatever its format: what no number may be computed from.
+
+Run by ``app.ingest.stage`` after the format's reader, on its ``stage_keys``/``stage_points``/
+``stage_families`` (vectorized SQL, ``queries/ingest__check_*.sql``; Python only words the notes).
+Each finding is dropped, repaired or kept with a note saying which, naming the series and the line
+(a row of Parquet, a series of Prometheus API JSON):
+
+- samples whose time is outside the years 1 to 9999, whose value is NaN or infinite (a summary's
+  quantile excepted), or negative in a series that only counts up (counter, bucket, ``_count``):
+  dropped, because a counter holding one would make a false reset or an infinite increase;
+- a histogram with buckets but no ``+Inf`` bucket: its ``_count`` stands in (the same number by
+  definition: repaired), or, without one, its buckets are dropped (no total to take a share of);
+- a ``_count`` that differs from its ``+Inf`` bucket: kept as it is (shares come from the buckets,
+  request counts from ``_count``), with a note;
+- a ``# TYPE`` the samples contradict (a "gauge" whose samples are ``_bucket``/``_count``/``_sum``:
+  read as the histogram they are, as Prometheus would store them);
+- samples dated more than a day after the load or before 2000: kept, with a note.
+
+Duplicate samples (two values of one series at one instant) and non-monotone buckets are found by
+the cube the load builds; ``app.load`` words those.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+
+from app import sql
+from app.ingest.base import IngestError, Source, Staged
+from app.ingest.text import shorten
+
+MAX_EXAMPLES = 3
+FUTURE_SLACK = timedelta(days=1)
+_WHERE = {"prometheus-api-json": "series", "parquet": "row", "frame": "row"}
+_REASONS = {
+    "time": "a timestamp outside the years 1 to 9999",
+    "value": "a NaN or infinite value",
+    "negative": "a negative value in a series that only counts up (counter, bucket or _count)",
+}
+
+
+def where_word(fmt: str) -> str:
+    """What ``src_line`` numbers in a file of ``fmt``: ``line``, ``row`` or ``series``."""
+    return _WHERE.get(fmt, "line")
+
+
+def check(con: duckdb.DuckDBPyConnection, src: Source, staged: Staged) -> None:
+    """Run every check on the staged file, dropping or repairing what must not be used, and append
+    the notes to ``staged.notes``; raise ``IngestError`` when no sample is left."""
+    unit = where_word(staged.format)
+    # the classified series the load stores too (made once: 4 s at 10^6 series)
+    sql.materialize(con, "ingest__staged_series", "stage_series")
+    staged.series_staged = True
+    n_before = con.execute("select count(*) from stage_points").fetchone()[0]
+    _bad_points(con, unit, staged.notes)
+    _missing_inf(con, staged.notes)
+    _count_vs_inf(con, unit, staged.notes)
+    _type_mismatch(con, staged.notes)
+    _time_range(con, unit, staged.notes)
+    if n_before and not con.execute("select count(*) from stage_points").fetchone()[0]:
+        raise IngestError(src.display, "no samples left: " + "; ".join(n for n in staged.notes if "dropped" in n))
+
+
+def _value_text(value: float | None) -> str:
+    if value is None:
+        return "NULL"
+    return f"{value:g}".replace("inf", "Inf").replace("nan", "NaN")
+
+
+def _bad_points(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> int:
+    sql.materialize(con, "ingest__check_bad_points", "check_bad_points")
+    rows = sql.rows(con, "ingest__check_bad_summary", n=MAX_EXAMPLES)
+    total = 0
+    for reason, n, examples in rows:
+        total += n
+        shown = "; ".join(
+            f"{shorten(e['series'], 100)} = {_value_text(e['value'])}"
+            + (f" at {e['ts'].isoformat()}Z" if e["ts"] is not None and reason != "time" else "")
+            + f" on {unit} {e['src_line']}"
+            for e in examples)
+        more = f" and {n - len(examples)} more" if n > len(examples) else ""
+        notes.append(f"dropped {n} sample(s) with {_REASONS[reason]}: {shown}{more}")
+    if total:
+        sql.execute(con, "ingest__check_drop_points")
+    return total
+
+
+def _missing_inf(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
+    sql.materialize(con, "ingest__check_missing_inf", "check_missing_inf")
+    rows = sql.rows(con, "ingest__check_missing_inf_list")
+    if not rows:
+        return
+    repaired = [series for series, count_key in rows if count_key is not None]
+    dropped = [series for series, count_key in rows if count_key is None]
+    if repaired:
+        sql.execute(con, "ingest__check_add_inf_keys")
+        sql.execute(con, "ingest__check_add_inf_points")
+        sql.materialize(con, "ingest__staged_series", "stage_series")  # with the new +Inf series
+        notes.append(f"{len(repaired)} histogram(s) have no +Inf bucket: their _count is used as the +Inf bucket "
+                     f"(repaired): {_names(repaired)}")
+    if dropped:
+        sql.execute(con, "ingest__check_drop_buckets")
+        notes.append(f"{len(dropped)} histogram(s) have no +Inf bucket and no _count (a truncated file?): their "
+                     f"buckets are dropped (no total to take a share of): {_names(dropped)}")
+
+
+def _names(series: list[str]) -> str:
+    more = f" and {len(series) - MAX_EXAMPLES} more" if len(series) > MAX_EXAMPLES else ""
+    return ", ".join(shorten(s, 100) for s in series[:MAX_EXAMPLES]) + more
+
+
+def _count_vs_inf(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> None:
+    rows = sql.rows(con, "ingest__check_count_vs_inf", max_rows=MAX_EXAMPLES)
+    if not rows:
+        return
+    shown = "; ".join(f"{shorten(series, 100)} at {ts.isoformat()}Z ({unit} {line}): _count {_value_text(c)}, "
+                      f"+Inf bucket {_value_text(i)}" for series, ts, c, i, line, _ in rows)
+    n_bad = rows[0][-1]
+    more = f" and {n_bad - len(rows)} more" if n_bad > len(rows) else ""
+    notes.append(f"_count differs from the +Inf bucket at {n_bad} scrape(s): {shown}{more}; both kept as they "
+                 "are (shares use the buckets, request counts use _count)")
+
+
+def _type_mismatch(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
+    for family, declared, found, example in sql.rows(con, "ingest__check_type_mismatch"):
+        if found == "histogram":
+            notes.append(f"`# TYPE {family} {declared}` but its samples ({example}, ...) are a histogram's "
+                         "_bucket/_count/_sum: read as a histogram, as Prometheus would store them")
+        else:
+            notes.append(f"`# TYPE {family} {declared}` but sample {shorten(example, 100)} has no _bucket/_count/"
+                         "_sum suffix, which every histogram sample has: kept as an untyped series")
+
+
+def _time_range(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> None:
+    future = datetime.now(UTC).replace(tzinfo=None) + FUTURE_SLACK
+    n_future, future_line, latest, n_past, past_line, earliest = sql.rows(
+        con, "ingest__check_time_range", future=future)[0]
+    if n_future:
+        notes.append(f"{n_future} sample(s) are dated in the future (after {future:%Y-%m-%d}; the latest "
+                     f"{latest.isoformat()}Z, first on {unit} {future_line}): kept as they are; check the "
+                     "exporter's clock or the timestamp unit")
+    if n_past:
+        notes.append(f"{n_past} sample(s) are dated before 2000 (the earliest {earliest.isoformat()}Z, first on "
+                     f"{unit} {past_line}): kept as they are; times since a process start, or seconds read as "
+                     "milliseconds?")
+
+
+__all__ = ["check", "where_word"]
