@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app import sql
@@ -37,7 +38,10 @@ def sniff(src: Source) -> str | None:
     """The record format of ``src``, or None when it is not a per-request file."""
     head = src.head(1 << 16)
     if head.startswith(b"PAR1"):
-        names = set(pq.read_schema(src.path).names)
+        try:
+            names = set(pq.read_schema(src.path).names)
+        except (pa.ArrowException, OSError, ValueError) as exc:  # truncated or corrupt: footer or schema unreadable
+            raise IngestError(src.display, f"not a readable Parquet file ({str(exc).splitlines()[0]})") from None
         return "simulator-records-parquet" if _SIM_COLUMNS <= names else None
     text = head.decode("utf-8", errors="replace").lstrip()
     if not text.startswith("{"):

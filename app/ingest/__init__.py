@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +40,7 @@ def open_source(path: Path, display: str | None = None) -> Iterator[Source]:
         try:
             with gzip.open(path, "rb") as src, out.open("wb") as dst:
                 shutil.copyfileobj(src, dst, length=1 << 20)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream
             raise IngestError(display, f"gzip data is corrupt or truncated ({exc})") from None
         yield Source(path=out, display=display, original=path, gzip=True)
 
