@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("load", help="load metric exports into the workspace and summarise each file")
     pl.add_argument("files", nargs="+", help="export files (format detected from content; gzip ok)")
-    pl.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pl.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pl.add_argument("--format", choices=["text", "json"], default="text")
     _add_db(pl)
     pl.set_defaults(func=cmd_load)
@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     pc = sub.add_parser("cube", help="print the cube: increases per window, path, signal and bucket")
     pc.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
     pc.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
-    pc.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pc.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pc.add_argument("--format", choices=["csv", "json"], default="csv")
     _add_db(pc, default_memory=True)
     pc.set_defaults(func=cmd_cube)
@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--promise", action="append",
                     help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
     pr.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pr.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
     pr.add_argument("--start", help="first window start, ISO-8601 or Unix seconds (default: start of data)")
     pr.add_argument("--end", help="end of the range (default: end of data)")
@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
-    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
              "default every core)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -86,7 +86,7 @@ def load_file(ws: Workspace, path: Path, name: str | None = None, display: str |
                          lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
     except IngestError as exc:
         return LoadReport(file=display, status="failed", errors=[str(exc)])
-    except Exception as exc:  # noqa: BLE001 -- a reader's bug must not take the other files of a load with it
+    except Exception as exc:  # a reader's bug must not take the other files of a load with it
         return LoadReport(file=display, status="failed", errors=[internal_error(display, exc)])
 
 

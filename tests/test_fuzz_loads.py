@@ -13,6 +13,7 @@ replaced, gzip around any of them. ``HEADROOM_FUZZ_EXAMPLES`` raises the number 
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import os
@@ -228,7 +229,7 @@ def _mutate_json(rng: random.Random, text: str) -> str:
     for _ in range(rng.randint(1, 3)):
         paths = [p for p in _json_nodes(doc) if p]
         if not paths:
-            return json.dumps(rng.choice(JSON_VALUES))
+            return json.dumps(copy.deepcopy(rng.choice(JSON_VALUES)))
         path = rng.choice(paths)
         parent = doc
         for key in path[:-1]:
@@ -236,7 +237,7 @@ def _mutate_json(rng: random.Random, text: str) -> str:
         if rng.random() < 0.2 and isinstance(parent, dict):
             del parent[path[-1]]
         else:
-            parent[path[-1]] = rng.choice(JSON_VALUES)
+            parent[path[-1]] = copy.deepcopy(rng.choice(JSON_VALUES))  # a shared one would make a cycle
     return json.dumps(doc)
 
 
