@@ -13,6 +13,7 @@ replaced, gzip around any of them. ``HEADROOM_FUZZ_EXAMPLES`` raises the number 
 
 from __future__ import annotations
 
+import atexit
 import copy
 import gzip
 import json
@@ -88,6 +89,7 @@ def _write_seeds(folder: Path) -> dict[str, bytes]:
 
 
 _TMP = Path(tempfile.mkdtemp(prefix="headroom-fuzz-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)  # also when no test of the module runs
 SEEDS = _write_seeds(_TMP)
 TEXT_SEEDS = sorted(n for n in SEEDS if not n.endswith(".parquet"))
 JSON_SEEDS = ["matrix.json", "vectors.json", "records__from_vllm_bench.json", "records__from_genai_perf.json"]
@@ -99,7 +101,6 @@ def ws() -> Iterator[Workspace]:
     """One workspace for every example of the module: a failure must leave nothing behind in it."""
     with Workspace(":memory:") as w:
         yield w
-    shutil.rmtree(_TMP, ignore_errors=True)
 
 
 _counter = iter(range(10**9))
