@@ -326,7 +326,6 @@ def cmd_rules(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sys.stderr.write(f"headroom rules: {exc}\n")
         return 2
-    label = args.path_label or "model_name"
     bounds, engine, source = None, args.engine, "vLLM's default bucket bounds (no export given)"
     reports: list[Any] = []
     if args.files:
@@ -335,9 +334,10 @@ def cmd_rules(args: argparse.Namespace) -> int:
             if not ids:
                 sys.stderr.write("headroom rules: no dataset loaded\n")
                 return 1
-            bounds = pm.bucket_bounds(ws, ensure_cube(ws, ids, 300, [label]))
+            bounds = pm.bucket_bounds(ws, ensure_cube(ws, ids, 300, None))
             engine = engine or next((r.engine for r in reports if r.engine), None)
             source = "the bucket bounds of " + ", ".join(Path(f).name for f in args.files)
+    label = args.path_label or rules.model_label(engine or "vllm")  # the engine's model label by default
     try:
         plan = rules.plan(promises, label, args.slo_window, engine or "vllm", bounds, args.allow_interpolated)
     except ValueError as exc:
@@ -559,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("load", help="load metric exports into the workspace and summarise each file")
     pl.add_argument("files", nargs="+", help="export files (format detected from content; gzip ok)")
-    pl.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pl.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pl.add_argument("--format", choices=["text", "json"], default="text")
     _add_db(pl)
     pl.set_defaults(func=cmd_load)
@@ -567,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     pc = sub.add_parser("cube", help="print the cube: increases per window, path, signal and bucket")
     pc.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
     pc.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
-    pc.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pc.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pc.add_argument("--format", choices=["csv", "json"], default="csv")
     _add_db(pc, default_memory=True)
     pc.set_defaults(func=cmd_cube)
@@ -577,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--promise", action="append",
                     help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
     pr.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     pr.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
     pr.add_argument("--start", help="first window start, ISO-8601 or Unix seconds (default: start of data)")
     pr.add_argument("--end", help="end of the range (default: end of data)")
@@ -603,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: vLLM's default buckets)")
     pu.add_argument("--promise", action="append", help="[PATH=]TTFT_S/TPOT_S[@TARGET]; no PATH = every path")
     pu.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pu.add_argument("--path-label", help="the label whose values are the paths (default model_name)")
+    pu.add_argument("--path-label", help="the label whose values are the paths (default: the engine's model label, "
+                    "model_name; model for Triton)")
     pu.add_argument("--slo-window", default="30d", help="the SLO period the burn factors are for (default 30d)")
     pu.add_argument("--engine", help="engine whose histogram names the rules read (default: the export's, else vllm)")
     pu.add_argument("--allow-interpolated", action="store_true",
@@ -648,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
-    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default model_name)")
+    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
     _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
              "default every core)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -40,8 +40,8 @@ def sniff(src: Source) -> str | None:
     if head.startswith(b"PAR1"):
         try:
             names = set(pq.read_schema(src.path).names)
-        except (pa.ArrowException, OSError) as exc:  # a truncated or damaged file
-            raise IngestError(src.display, f"not a readable Parquet file: {str(exc).splitlines()[0]}") from None
+        except (pa.ArrowException, OSError, ValueError) as exc:  # truncated or corrupt: footer or schema unreadable
+            raise IngestError(src.display, f"not a readable Parquet file ({str(exc).splitlines()[0]})") from None
         return "simulator-records-parquet" if _SIM_COLUMNS <= names else None
     text = head.decode("utf-8", errors="replace").lstrip()
     if not text.startswith("{"):

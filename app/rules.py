@@ -80,6 +80,16 @@ class Engine:
         return cls(name, {s: f for s, (_, f) in best.items()})
 
 
+# the label each engine names its model with (what Headroom's default path label, __model__, reads)
+_MODEL_LABELS = {"triton": "model", "trtllm": "model"}
+
+
+def model_label(engine: str) -> str:
+    """The label an engine's series name their model by: the rules group by it when the workspace's
+    path label is the default ``__model__`` (which Prometheus has no series label of)."""
+    return next((v for k, v in _MODEL_LABELS.items() if engine == k or engine.startswith(k + "-")), "model_name")
+
+
 def default_bounds() -> dict[str, list[float]]:
     """vLLM's default bucket bounds (>= 0.8.4), for when no export says which the fleet uses."""
     doc = json.loads((data_dir() / "vllm_default_buckets.json").read_text())

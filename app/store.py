@@ -25,6 +25,11 @@ DB_ENV = "HEADROOM_DB"
 MEMORY = ":memory:"
 # the tables of cached cubes, one row set per cube_id (cube_index maps a cube's spec to its id)
 CUBE_TABLES = ("cube_rows", "cube_bucket_layouts", "cube_window_histograms")
+# the path label of a workspace with no stored mapping: not a label but the label the engine names its
+# model with (model_name, model, model_id or served_model_name; queries/signals__series.sql). Label
+# names starting with `__` are reserved by Prometheus, so no exporter's label is called this.
+MODEL_LABEL = "__model__"
+DEFAULT_PATH_LABELS = (MODEL_LABEL,)
 
 
 def data_dir() -> Path:
@@ -198,7 +203,9 @@ def drop_cubes_for(con: duckdb.DuckDBPyConnection, dataset_id: int) -> None:
 
 def path_mapping(cur: duckdb.DuckDBPyConnection) -> tuple[list[str], list[tuple[str, str]]]:
     """The stored path mapping read on ``cur`` (a load reads it inside its transaction): the labels
-    whose values name a path (default ``model_name``) and the rules renaming them, in order."""
+    whose values name a path and the rules renaming them, in order. Without a stored mapping the
+    labels are ``["__model__"]``, each engine's model label; a stored mapping (``set_paths``), even
+    ``["model_name"]``, always wins."""
     row = cur.execute("select value from settings where key = 'path_labels'").fetchone()
     rules = [(p, q) for p, q in cur.execute("select pattern, path from path_rules order by position").fetchall()]
-    return (list(json.loads(row[0])) if row else ["model_name"]), rules
+    return (list(json.loads(row[0])) if row else list(DEFAULT_PATH_LABELS)), rules

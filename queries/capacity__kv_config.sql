@@ -1,6 +1,7 @@
 -- name: capacity__kv_config
 -- purpose: KV-cache capacity in tokens per replica from engine config series: vLLM's
---   cache_config_info (num_gpu_blocks x block_size labels) or SGLang's max_total_num_tokens gauge
+--   cache_config_info (num_gpu_blocks x block_size labels) or SGLang's max_total_num_tokens gauge,
+--   also under a re-export prefix (Ray Serve LLM's `ray_vllm:cache_config_info`)
 -- grain: one row per replica that exports a config
 -- reads: samples, series
 -- @param dataset_ids INTEGER[]  datasets to read
@@ -11,7 +12,7 @@ config as (
     from series as s
     inner join samples as p using (series_id)
     where list_contains($dataset_ids, p.dataset_id)
-        and s.family in ('vllm:cache_config_info', 'sglang:max_total_num_tokens')
+        and regexp_full_match(s.family, '(.*[_:])?(vllm:cache_config_info|sglang:max_total_num_tokens)')
     group by all
 ),
 
@@ -20,7 +21,7 @@ final as (
         replica,
         max(
             case
-                when family = 'vllm:cache_config_info'
+                when suffix(family, 'vllm:cache_config_info')
                     then try_cast(labels['num_gpu_blocks'] as double) * try_cast(labels['block_size'] as double)
                 else value
             end

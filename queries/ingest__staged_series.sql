@@ -73,7 +73,8 @@ final as (
                 lambda k: k || '=' || labels[k]
             ), ','
         ) || '}') as group_id,
-        concat_ws('/', labels['instance'], labels['pod'], labels['engine'], labels['dp_rank'])
+        -- Ray names a replica's process by its WorkerId (Ray Serve LLM's engines share `engine="0"`)
+        concat_ws('/', labels['instance'], labels['pod'], labels['WorkerId'], labels['engine'], labels['dp_rank'])
             as replica
     from classified
 )

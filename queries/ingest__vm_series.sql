@@ -31,10 +31,11 @@ final as (
         map_from_entries(list_filter(map_entries(metric), lambda e: e.key <> '__name__')) as labels,
         vals,
         stamps,
-        coalesce(metric['__name__'], '') || '{' || array_to_string(list_transform(
+        -- '{}' for a line without a "metric" object (its problem says so)
+        coalesce(coalesce(metric['__name__'], '') || '{' || array_to_string(list_transform(
             list_filter(list_sort(map_entries(metric)), lambda e: e.key <> '__name__'),
-            lambda e: e.key || '="' || e.value || '"'
-        ), ',') || '}' as display,
+            lambda e: e.key || '="' || coalesce(e.value, '') || '"'
+        ), ',') || '}', '{}') as display,
         case
             when metric is null then 'no "metric" object'
             when coalesce(metric['__name__'], '') = '' then 'the series has no metric name (__name__)'

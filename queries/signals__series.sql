@@ -2,13 +2,24 @@
 -- purpose: the canonical signal(s) of each series held by the selected datasets, from the engine
 --   metric map (data/signals.csv loaded as `signal_map`). Where several families of one engine give
 --   the same signal (a renamed metric emitted under both names), each replica keeps only the
---   family with the best priority it exports, so nothing is counted twice.
--- grain: one row per (series_id, signal)
+--   family with the best priority it exports, so nothing is counted twice. A family no rule names
+--   is matched under a re-exporter's prefix (Ray Serve LLM's `ray_vllm:time_to_first_token_seconds`
+--   is vLLM's family under `ray_`): the longest known family it ends with after a prefix ending in
+--   `_` or `:`, when that family is namespaced (`vllm:`) or a second known family sits under the
+--   same prefix (so `vllm:request_max_num_generation_tokens` is not NIM's `generation_tokens`).
+--   The path label `__model__` (the default) is the label the engine names its model with: the
+--   first of model_name, model, model_id, served_model_name a series carries. A series with no
+--   path label and no matching path rule (an engine-wide metric: `vllm:cache_config_info`, a GPU's
+--   utilisation) takes the path of its replica's other series; a gauge or info series of a replica
+--   serving several paths is counted in each; a counter or histogram there, or a series of a
+--   replica with no labelled series, is path `(none)`.
+-- grain: one row per (series_id, signal, path)
 -- reads: path_rules, samples, series, signal_map
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param path_labels VARCHAR[]  labels whose values, joined with ' / ', name a series' path
 -- @returns series_id UBIGINT, signal VARCHAR, kind VARCHAR, scale DOUBLE, suffix VARCHAR,
---   le DOUBLE, group_id UBIGINT, replica VARCHAR, path VARCHAR, engine VARCHAR, family VARCHAR
+--   le DOUBLE, group_id UBIGINT, replica VARCHAR, path VARCHAR, engine VARCHAR, family VARCHAR,
+--   prefix VARCHAR
 with
 selected_series as (
     select s.*
@@ -26,6 +37,46 @@ rules as (
     from signal_map
 ),
 
+known_families as (
+    select distinct family as known from signal_map
+),
+
+selected_families as (
+    select distinct family from selected_series
+),
+
+prefixed_candidates as (
+    select
+        f.family,
+        k.known,
+        left(f.family, length(f.family) - length(k.known)) as prefix
+    from selected_families as f
+    inner join known_families as k
+        on length(f.family) > length(k.known) and suffix(f.family, k.known)
+    where f.family not in (select known from known_families)
+        and regexp_full_match(
+            left(f.family, length(f.family) - length(k.known)), '[A-Za-z_:][A-Za-z0-9_:]*[_:]'
+        )
+),
+
+accepted_prefixes as (
+    select prefix
+    from prefixed_candidates
+    group by prefix
+    having count(distinct known) >= 2 or bool_or(contains(known, ':'))
+),
+
+family_map as (
+    select family, family as known, '' as prefix
+    from selected_families
+    where family in (select known from known_families)
+    union all
+    select family, arg_max(known, length(known)) as known, arg_max(prefix, length(known)) as prefix
+    from prefixed_candidates
+    where prefix in (select prefix from accepted_prefixes)
+    group by family
+),
+
 matched as (
     select
         s.series_id,
@@ -39,10 +90,12 @@ matched as (
         s.labels,
         r.engine,
         s.family,
+        fm.prefix,
         r.priority
     from selected_series as s
+    inner join family_map as fm on s.family = fm.family
     inner join rules as r
-        on s.family = r.family
+        on fm.known = r.family
         and (
             r.match_label is null
             or regexp_full_match(coalesce(s.labels[r.match_label], ''), r.match_values)
@@ -71,22 +124,25 @@ with_path as (
     select
         b.*,
         array_to_string(
-            list_transform($path_labels, lambda l: coalesce(b.labels[l], '')), ' / '
+            list_transform(
+                $path_labels,
+                lambda l: case
+                    when l = '__model__' then coalesce(
+                        nullif(b.labels['model_name'], ''), nullif(b.labels['model'], ''),
+                        nullif(b.labels['model_id'], ''), nullif(b.labels['served_model_name'], ''), ''
+                    )
+                    else coalesce(b.labels[l], '')
+                end
+            ),
+            ' / '
         ) as path_key
     from best as b
     where b.priority = b.best_priority
 ),
 
-final as (
+ruled as (
     select
-        w.series_id,
-        w.signal,
-        w.kind,
-        w.scale,
-        w.suffix,
-        w.le,
-        w.group_id,
-        w.replica,
+        w.*,
         coalesce(
             (
                 select r.path from rules_ordered as r
@@ -94,11 +150,54 @@ final as (
                 order by r.position
                 limit 1
             ),
-            case when replace(w.path_key, ' / ', '') = '' then '(none)' else w.path_key end
-        ) as path,
-        w.engine,
-        w.family
+            case when replace(w.path_key, ' / ', '') != '' then w.path_key end
+        ) as named_path
     from with_path as w
+),
+
+replica_paths as (
+    select replica, list(distinct named_path order by named_path) as paths
+    from ruled
+    where named_path is not null
+    group by replica
+),
+
+engine_wide as (
+    select
+        w.*,
+        unnest(
+            case
+                when rp.paths is null then ['(none)']
+                when len(rp.paths) = 1 or w.kind in ('gauge', 'info') then rp.paths
+                else ['(none)']
+            end
+        ) as path
+    from ruled as w
+    left join replica_paths as rp using (replica)
+    where w.named_path is null
+),
+
+with_paths as (
+    select *, named_path as path from ruled where named_path is not null
+    union all by name
+    select * from engine_wide
+),
+
+final as (
+    select
+        series_id,
+        signal,
+        kind,
+        scale,
+        suffix,
+        le,
+        group_id,
+        replica,
+        path,
+        engine,
+        family,
+        prefix
+    from with_paths
 )
 
 select * from final

@@ -171,7 +171,7 @@ def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
     index = ws.cursor().execute("select cube_id, spec from cube_index").fetchall()
     assert len(index) == 1
     kept, spec = index[0]
-    assert json.loads(spec) == {"datasets": [dataset_id], "window_s": 300, "path_labels": ["model_name"],
+    assert json.loads(spec) == {"datasets": [dataset_id], "window_s": 300, "path_labels": ["__model__"],
                                 "rules": []}
     assert ensure_cube(ws, [dataset_id], 300) == kept  # found, not built
     assert ws.cursor().execute("select count(*) from cube_index").fetchone()[0] == 1

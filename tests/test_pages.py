@@ -208,7 +208,7 @@ def test_path_rules_are_stored_and_build_a_new_cube(workspace_db: Path) -> None:
     at.button(key="FormSubmitter:mapping_form-Apply").click().run()
     assert not at.exception, at.exception
     assert list(table(at, "paths")["path"]) == ["llama-8b"]
-    assert settings(workspace_db, "path_labels") == ["model_name"]
+    assert settings(workspace_db, "path_labels") == ["__model__"]  # the default: each engine's model label
     with Workspace(workspace_db) as ws:
         assert ws.path_rules() == [(r"llama-3\.1-8b-(interactive|batch)", "llama-8b")]
     at.text_area(key=state.PATH_RULES).set_value("(unclosed => x")

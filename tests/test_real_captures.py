@@ -92,3 +92,99 @@ def test_abbreviated_docs_excerpt_skips_ellipsis_lines_with_a_note(tmp_path: Pat
         report = load.load_file(ws, Path(path))
     assert "skipped 3 line(s) holding only `...` (an abbreviated paste): line(s) 4, 8, 14" in report.notes
     assert report.paths == ["meta-llama/Llama-3.1-8B-Instruct"]
+
+
+# -- exports whose engine hides behind a prefix or a label other than model_name ----------------
+CONSTRUCTED = Path(__file__).resolve().parent / "fixtures" / "constructed"  # written, see its SOURCES.md
+
+
+def _load(name: str, tmp_path: Path, ws: Workspace, folder: Path = CONSTRUCTED) -> load.LoadReport:
+    report = load.load_file(ws, Path(shutil.copy(folder / name, tmp_path / name)))
+    assert report.status == "loaded", report.errors
+    return report
+
+
+def test_ray_serve_llm_capture_is_vllm_under_the_ray_prefix(tmp_path: Path) -> None:
+    with Workspace(":memory:") as ws:
+        report = _load("ray-serve-llm-vllm-v1.prom", tmp_path, ws)
+        replicas = {r[0] for r in ws.con.execute(
+            "select distinct replica from cube_series where signal = 'running'").fetchall()}
+        kv = ws.con.execute(
+            "select count(*), min(kv_tokens) from (" + load.sql.get("capacity__kv_config").sql + ")",
+            {"dataset_ids": [report.dataset_id]}).fetchone()
+    assert report.engine == "vllm-v1"
+    assert {"ttft", "itl", "e2e", "queue", "running", "waiting", "kv_usage", "requests", "failed_requests",
+            "preemptions", "prompt_tokens_total", "generation_tokens_total", "kv_config"} == set(report.signals)
+    assert "recognised 12 vllm metric families under the re-export prefix 'ray_' " \
+           "(ray_vllm:cache_config_info read as vllm:cache_config_info)" in report.notes
+    # the engine-wide cache_config_info takes its replica's path: no `(none)`
+    assert report.paths == ["meta-llama/Llama-3.1-8B-Instruct"]
+    # Ray's own metrics are no engine's, and stay listed; the engine's are not
+    assert {"ray_serve_num_http_requests", "python_gc_collections"} <= set(report.unknown_metrics)
+    assert not [m for m in report.unknown_metrics if m.startswith("ray_vllm:")]
+    assert len(replicas) == 2  # two Ray workers, each engine "0": told apart by WorkerId
+    assert kv == (2, 27713 * 16)
+
+
+def test_triton_models_are_paths_by_its_model_label(tmp_path: Path) -> None:
+    with Workspace(":memory:") as ws:
+        report = _load("triton-8-models.prom", tmp_path, ws)
+        gpu_paths = {r[0] for r in ws.con.execute(
+            "select distinct path from cube_series where signal = 'gpu_util'").fetchall()}
+        real = _load("triton-trtllm-readme-base-metrics.prom", tmp_path, ws, folder=REAL)
+    assert report.engine == "triton" and len(report.paths) == 8 and "(none)" not in report.paths
+    assert {"llama31_8b_trtllm", "reranker_onnx"} <= set(report.paths)
+    assert gpu_paths == set(report.paths)  # the GPU every model runs on: its gauge in each path
+    assert real.paths == ["tensorrt_llm"]
+
+
+def test_an_explicit_path_mapping_wins_over_the_engines_model_label(tmp_path: Path) -> None:
+    with Workspace(":memory:") as ws:
+        ws.set_paths(["model_name"])
+        report = _load("triton-8-models.prom", tmp_path, ws)
+        assert report.paths == ["(none)"]  # what the user asked for: Triton has no model_name
+        ws.set_paths(["model", "version"])
+        from app.cube import ensure_cube
+        cube_id = ensure_cube(ws, [report.dataset_id], 300)
+        paths = {r[0] for r in ws.con.execute("select distinct path from cube_rows where cube_id = $c",
+                                              {"c": cube_id}).fetchall()}
+    assert "llama31_8b_trtllm / 1" in paths and "(none)" not in paths
+
+
+def test_the_model_label_stands_beside_other_path_labels() -> None:
+    from tests.conftest import load as load_rows
+    from tests.conftest import samples
+    with Workspace(":memory:") as ws:
+        ids = [load_rows(ws, samples("vllm:num_requests_running", {"model_name": "chat", "instance": "a"},
+                                     [(0, 1), (60, 2)]), name="a"),
+               load_rows(ws, samples("nv_inference_pending_request_count", {"model": "rank", "instance": "b"},
+                                     [(0, 1), (60, 2)]), name="b")]
+        load.sql.materialize(ws.con, "signals__series", "probe", dataset_ids=ids,
+                             path_labels=["__model__", "instance"])
+        paths = sorted(r[0] for r in ws.con.execute("select path from probe").fetchall())
+    assert paths == ["chat / a", "rank / b"]
+
+
+def test_a_known_name_inside_another_engines_name_is_not_a_prefix() -> None:
+    """`vllm:request_max_num_generation_tokens` ends in NIM's `generation_tokens`, but one generic name
+    under a prefix is not a re-export; two are (`foo_prompt_tokens`, `foo_generation_tokens`)."""
+    from tests.conftest import load as load_rows
+    from tests.conftest import samples
+    with Workspace(":memory:") as ws:
+        one = load_rows(ws, samples("vllm:request_max_num_generation_tokens_total", {"model_name": "m"},
+                                    [(0, 1), (60, 2)]), name="one")
+        load.sql.materialize(ws.con, "signals__series", "probe", dataset_ids=[one], path_labels=["__model__"])
+        assert ws.con.execute("select count(*) from probe").fetchone()[0] == 0
+        two = load_rows(ws, samples("foo_prompt_tokens_total", {"model_name": "m"}, [(0, 1), (60, 2)])
+                        + samples("foo_generation_tokens_total", {"model_name": "m"}, [(0, 1), (60, 2)]), name="two")
+        load.sql.materialize(ws.con, "signals__series", "probe", dataset_ids=[two], path_labels=["__model__"])
+        got = ws.con.execute("select signal, prefix from probe order by 1").fetchall()
+    assert got == [("generation_tokens_total", "foo_"), ("prompt_tokens_total", "foo_")]
+
+
+def test_engine_wide_series_of_a_capture_take_its_model_path(tmp_path: Path) -> None:
+    with Workspace(":memory:") as ws:
+        report = _load("vllm-v0-opt125m-datadog.prom", tmp_path, ws, folder=REAL)
+        kv_paths = {r[0] for r in ws.con.execute(
+            "select path from cube_series where signal = 'kv_config'").fetchall()}
+    assert report.paths == ["facebook/opt-125m"] and kv_paths == {"facebook/opt-125m"}

@@ -83,7 +83,7 @@ def test_an_exception_in_python_rolls_back_too(ws: Workspace) -> None:
 def test_settings_and_path_mapping_round_trip(tmp_path) -> None:
     db = tmp_path / "w.duckdb"
     with Workspace(db) as ws:
-        assert ws.path_labels() == ["model_name"]  # the default before any mapping is stored
+        assert ws.path_labels() == ["__model__"]  # the default before any mapping is stored: each engine's model label
         ws.set_paths(["model_name", "instance"], [("^chat / .*", "chat")])
         ws.set_setting("prices", {"replica_hour": 4.5})
     with Workspace(db, read_only=True) as ws:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from app import promise as pm
 from app import rules
+from app.store import MODEL_LABEL
 from app.ui.session import Settings
 from app.ui.units import pct
 
@@ -152,10 +153,11 @@ def rules_file(promises: Sequence[pm.Promise], labels: Sequence[str], path_rules
         return None, (f"The rules name a path by one label's value; this workspace names paths by "
                       f"{' / '.join(labels)}{' with renaming rules' if path_rules else ''}. Run "
                       "`headroom rules EXPORT --path-label LABEL --promise ...` with the label your alerts group by.")
+    label = rules.model_label(engine or "vllm") if labels[0] == MODEL_LABEL else labels[0]
     try:
-        plan = rules.plan(list(promises), labels[0], "30d", engine or "vllm", bounds)
+        plan = rules.plan(list(promises), label, "30d", engine or "vllm", bounds)
     except ValueError as exc:
         return None, str(exc)
     return rules.to_yaml(plan, "the Promise page"), (
         f"Recording rules for each path's TTFT and TPOT breach ratio (5 min to 3 d) and the burn-rate alerts of a "
-        f"30-day SLO, reading {labels[0]}; check with `promtool check rules`.")
+        f"30-day SLO, reading {label}; check with `promtool check rules`.")
