@@ -13,10 +13,8 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 from app.ui import data as data_view
 from app.ui import state
 from tests.conftest import IN_CI, REAL_CAPTURES
+from tests.support.servers import running
 from tests.test_pages import APP, INTERACTIVE, ROOT, independent_ttft_share, make_slice
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -77,34 +76,11 @@ def serve(scratch: dict[str, Path], sample: Path | None) -> Iterator[str]:
     if sample is not None:
         env[data_view.SAMPLE_ENV] = str(sample)
     port = _free_port()
-    log = (scratch["root"] / "streamlit.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            raise RuntimeError((scratch["root"] / "streamlit.log").read_text())
-        time.sleep(0.1)
-    try:
+    with running([sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true", "--server.port",
+                  str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+                 scratch["root"] / "streamlit.log", url + "/_stcore/health", b"ok", cwd=ROOT, env=env):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 @pytest.fixture(scope="module")

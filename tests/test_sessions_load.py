@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from app.ui import data as data_view
 from app.ui import promise as promise_view
 from app.ui import state
 from tests.support import small_export
+from tests.support.servers import running
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SLOW, _free_port, _require_browser
 from tests.test_pages import BATCH, INTERACTIVE, ROOT, make_slice
 
@@ -73,32 +73,11 @@ def server(tmp_path_factory: pytest.TempPathFactory):
            "XDG_CONFIG_HOME": str(root / "xdg-config"), "XDG_CACHE_HOME": str(root / "xdg-cache")}
     env.pop("HEADROOM_DB", None)
     port = _free_port()
-    log = (root / "dashboard.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "dashboard", "--port", str(port), "--db",
-                             str(root / "workspace.duckdb")], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError((root / "dashboard.log").read_text())
-        time.sleep(0.1)
-    try:
+    with running([sys.executable, "-m", "app", "dashboard", "--port", str(port), "--db", str(root / "workspace.duckdb")],
+                 root / "dashboard.log", url + "/_stcore/health", b"ok", cwd=ROOT, env=env,
+                 stdin=subprocess.DEVNULL) as proc:
         yield {"url": url, "pid": proc.pid, "root": root, "log": root / "dashboard.log"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 async def one_session(browser, url: str, i: int, export: Path, path: str, expected: list[str],

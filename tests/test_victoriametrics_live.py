@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
 from tests.conftest import IN_CI
 from tests.support import export_formats as ef
+from tests.support.servers import running
 from tests.test_prometheus_live import E0, WHOLE, fleet_frame
 
 pytestmark = pytest.mark.prometheus
@@ -38,23 +37,10 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, pd.DataF
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = (tmp / "vm.log").open("wb")
-    proc = subprocess.Popen(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
-                             f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "vm.log").read_text()[-2000:]
-            time.sleep(0.1)
+    with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
+                  f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
+                 timeout_s=30):
         frame = fleet_frame()
         body = ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
         with urllib.request.urlopen(urllib.request.Request(url + "/api/v1/import", data=body, method="POST"),
@@ -63,13 +49,6 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, pd.DataF
         with urllib.request.urlopen(url + "/internal/force_flush", timeout=30) as resp:
             assert resp.status == 200
         yield url, frame
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def test_victoriametrics_read_live_gives_the_file_cube(vm: tuple[str, pd.DataFrame], tmp_path: Path) -> None:
