@@ -258,21 +258,11 @@ def _store(args: argparse.Namespace) -> Any:
 def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
     """Fetch (start, end] of ``--prometheus`` into ``out``; the exit code on failure (printed), else None."""
     from app import live
-    from app.cube import parse_window
 
     try:
-        store = _store(args)
-        start = live.parse_time(args.start or "now-1d")
-        end = live.parse_time(args.end or "now")
-        if end <= start:
-            raise live.LiveError(f"--end {args.end} is not after --start {args.start}")
-        chunk_s = parse_window(args.chunk)
-        live.selector_matchers(args.match)
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
-        if progress:
-            progress(f"reading {store.describe()} from {start.isoformat()} to {end.isoformat()}")
-        n = live.fetch_to_parquet(live.Client(store), start, end, out, match=args.match, chunk_s=chunk_s,
-                                  progress=progress)
+        n, _, _ = live.fetch(_store(args), args.start or "now-1d", args.end or "now", out, args.match, args.chunk,
+                             progress)
     except (live.LiveError, ValueError) as exc:
         sys.stderr.write(f"headroom {command}: {exc}\n")
         return 1

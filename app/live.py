@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import base64
-import csv
 import json
 import logging
 import math
@@ -33,7 +32,8 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from app.store import data_dir
+from app.cube import parse_window
+from app.store import signal_rows
 
 TOKEN_ENV = "HEADROOM_PROMETHEUS_TOKEN"  # a bearer token
 BASIC_ENV = "HEADROOM_PROMETHEUS_BASIC_AUTH"  # user:password
@@ -174,8 +174,7 @@ class Client:
 
 def known_families() -> list[str]:
     """The metric families of every engine Headroom knows (``data/signals.csv``)."""
-    with (data_dir() / "signals.csv").open() as fh:
-        return sorted({r["family"] for r in csv.DictReader(fh)})
+    return sorted({r["family"] for r in signal_rows()})
 
 
 def selector_matchers(match: str | None) -> str:
@@ -212,8 +211,7 @@ def discover(client: Client, start: datetime, end: datetime, match: str | None =
     """What the store holds for Headroom in (start, end]: the engines and families present and the
     candidate path labels (label: distinct values, on the serving series), most values first."""
     names = serving_metric_names(client)
-    with (data_dir() / "signals.csv").open() as fh:
-        engine_of = {r["family"]: r["engine"] for r in csv.DictReader(fh)}
+    engine_of = {r["family"]: r["engine"] for r in signal_rows()}
     families = sorted({f for n in names for f in engine_of if n == f or (n.startswith(f) and n[len(f):] in _SUFFIXES)})
     values: dict[str, set[str]] = {}
     if names:
@@ -277,6 +275,20 @@ def fetch_to_parquet(client: Client, start: datetime, end: datetime, out: Path, 
                         f"{end.isoformat()}")
     tmp.replace(out)  # a file appears only whole
     return n
+
+
+def fetch(store: Store, start: str, end: str, out: Path, match: str | None = None, chunk: str = "1h",
+          progress: Any = None) -> tuple[int, datetime, datetime]:
+    """``fetch_to_parquet`` of the range and options as people type them (``headroom fetch`` and the Data
+    page's Connect), every one checked before the first request; (samples, start, end)."""
+    t0, t1 = parse_time(start), parse_time(end)
+    if t1 <= t0:
+        raise LiveError(f"the end ({end}) is not after the start ({start})")
+    chunk_s = parse_window(chunk)
+    selector_matchers(match)
+    if progress:
+        progress(f"reading {store.describe()} from {t0.isoformat()} to {t1.isoformat()}")
+    return fetch_to_parquet(Client(store), t0, t1, out, match=match, chunk_s=chunk_s, progress=progress), t0, t1
 
 
 _RELATIVE = re.compile(r"^now(?:\s*-\s*(\d+(?:\.\d+)?)\s*([smhdw]))?$")

@@ -15,7 +15,6 @@ end burns (``HeadroomErrorBudgetBurn``) and note when only the high end does
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -25,7 +24,7 @@ from datetime import UTC, datetime
 
 from app.escape import visible
 from app.promise import ALL_PATHS, Promise
-from app.store import data_dir
+from app.store import data_dir, signal_rows
 
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 # (severity, long window, short window, share of the budget it spends at the factor, for): the SRE
@@ -64,8 +63,7 @@ class Engine:
     @classmethod
     def of(cls, name: str) -> Engine:
         """The engine of ``data/signals.csv`` named ``name``, or the one a load reported (``vllm-v1``)."""
-        with (data_dir() / "signals.csv").open() as fh:
-            table = list(csv.DictReader(fh))
+        table = signal_rows()
         known = {r["engine"] for r in table}
         base = name if name in known else max((e for e in known if name.startswith(e + "-")), key=len, default=name)
         rows = [r for r in table if r["engine"] == base and r["signal"] in SIGNALS and r["kind"] == "histogram"]

@@ -7,6 +7,8 @@ This is the only module that opens DuckDB connections. What goes in is ``app.loa
 
 from __future__ import annotations
 
+import csv
+import functools
 import json
 import os
 import re
@@ -39,6 +41,14 @@ def data_dir() -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("data/ directory not found next to the app package")
+
+
+@functools.cache
+def signal_rows() -> tuple[dict[str, str], ...]:
+    """The rows of ``data/signals.csv`` (engine, family, signal, kind, ...), read once per process: for
+    code that needs the engine map without a workspace (the workspace holds it as ``signal_map``)."""
+    with (data_dir() / "signals.csv").open() as fh:
+        return tuple(csv.DictReader(fh))
 
 
 MEMORY_ENV = "HEADROOM_MEMORY_LIMIT"

@@ -56,6 +56,7 @@ from tests.support.promql_oracle import (
     extrapolate,
     in_range,
 )
+from tests.support.servers import running
 
 pytestmark = pytest.mark.prometheus
 
@@ -496,29 +497,22 @@ def test_prometheus_loads_the_rules_and_evaluates_them(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    try:
+    url = f"http://127.0.0.1:{port}"
+    with running(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                  f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log", url + "/-/ready",
+                 timeout_s=30) as proc:
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=1) as resp:
-                    groups = json.load(resp)["data"]["groups"]
-                evaluated = [r for g in groups for r in g["rules"] if r.get("lastEvaluation", "").startswith("20")]
-                if groups and len(evaluated) == sum(len(g["rules"]) for g in groups):
-                    break
-            except OSError:
-                pass
+        while True:  # ready, then every rule evaluated once
+            with urllib.request.urlopen(url + "/api/v1/rules", timeout=5) as resp:
+                groups = json.load(resp)["data"]["groups"]
+            evaluated = [r for g in groups for r in g["rules"] if r.get("lastEvaluation", "").startswith("20")]
+            if groups and len(evaluated) == sum(len(g["rules"]) for g in groups):
+                break
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-2000:]
             time.sleep(0.2)
-        all_rules = [r for g in groups for r in g["rules"]]
-        assert len(all_rules) == 7 * 4 + 6 + 7 * 3 + 6  # the TTFT-only promise has one ratio per window
-        assert {r["health"] for r in all_rules} == {"ok"}, [r.get("lastError") for r in all_rules]
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    all_rules = [r for g in groups for r in g["rules"]]
+    assert len(all_rules) == 7 * 4 + 6 + 7 * 3 + 6  # the TTFT-only promise has one ratio per window
+    assert {r["health"] for r in all_rules} == {"ok"}, [r.get("lastError") for r in all_rules]
 
 
 # -- reading the store live ----------------------------------------------------------------------------

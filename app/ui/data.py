@@ -15,7 +15,6 @@ from typing import Protocol
 import pandas as pd
 
 from app import live, load, promise, sql
-from app.cube import parse_window
 from app.load import LoadReport
 from app.store import Workspace, data_dir
 from app.ui.session import Settings
@@ -76,15 +75,10 @@ def fetch_live(ws: Workspace, url: str, token: str = "", tenant: str = "", start
         store = live.store_from_env(url.strip(), {live.TOKEN_ENV: token} if token else {},
                                     extra_headers=[f"X-Scope-OrgID: {tenant.strip()}"] if tenant.strip() else [],
                                     timeout_s=timeout_s, insecure=insecure)
-        t0, t1 = live.parse_time(start), live.parse_time(end)
-        if t1 <= t0:
-            raise live.LiveError(f"the end ({end}) is not after the start ({start})")
-        live.selector_matchers(match or None)
-        name = f"{url.strip()} {t0.strftime('%Y-%m-%dT%H:%MZ')}..{t1.strftime('%Y-%m-%dT%H:%MZ')}"
         with tempfile.TemporaryDirectory(prefix="headroom-live-") as tmp:
             out = Path(tmp) / "live.parquet"
-            live.fetch_to_parquet(live.Client(store), t0, t1, out, match=match or None,
-                                  chunk_s=parse_window(chunk), progress=progress)
+            _, t0, t1 = live.fetch(store, start, end, out, match or None, chunk, progress)
+            name = f"{url.strip()} {t0.strftime('%Y-%m-%dT%H:%MZ')}..{t1.strftime('%Y-%m-%dT%H:%MZ')}"
             return load.load_file(ws, out, name=name, display=name)
     except (live.LiveError, ValueError) as exc:
         return LoadReport(file=url.strip() or "(no URL)", status="failed", errors=[str(exc)])
