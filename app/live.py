@@ -114,7 +114,10 @@ class Client:
         session = requests.Session()
         session.verify = store.ca_file or not store.insecure
         # a refused connection and 5xx/429 answers are retried; a read that times out is not (the timeout holds)
-        self._retry = _CappedRetry(total=store.retries, connect=store.retries, read=0, status=store.retries,
+        # a class of its own: urllib3 copies a retry by its class at every try, and the deadline set before
+        # each request must not be another client's (the dashboard's sessions read stores side by side)
+        self._retry_class = type("_ClientRetry", (_CappedRetry,), {"DEADLINE": math.inf})
+        self._retry = self._retry_class(total=store.retries, connect=store.retries, read=0, status=store.retries,
                                    backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
                                    allowed_methods=("GET", "POST"), respect_retry_after_header=True,
                                    raise_on_status=False)
@@ -122,7 +125,7 @@ class Client:
                                      timeout=store.timeout_s)
 
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
-        _CappedRetry.DEADLINE = time.monotonic() + self.store.timeout_s  # waits between tries end by then
+        self._retry_class.DEADLINE = time.monotonic() + self.store.timeout_s  # waits between tries end by then
         try:
             return fn(*args, **kw)
         except requests.exceptions.SSLError:
