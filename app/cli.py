@@ -326,9 +326,14 @@ def _pull(ws: Workspace, args: argparse.Namespace, command: str) -> Any:
 
     progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
     try:
+        # the capacity model reads every replica's series at 1-minute windows (the demand) and fits on each
+        # scrape interval: scenarios pull per series at 1 m, with the scalar series (no bucket) raw
+        scenarios = command == "scenarios"
         return pushdown.fetch_cube(ws, _store(args), args.start or "now-1d", args.end or "now",
-                                   window=getattr(args, "window", None) or "5m", path_labels=args.path_label,
-                                   by=args.by, match=args.match, chunk=args.chunk or "1d", progress=progress)
+                                   window="1m" if scenarios else getattr(args, "window", None) or "5m",
+                                   path_labels=args.path_label,
+                                   by="series" if scenarios else args.by, match=args.match, chunk=args.chunk or "1d",
+                                   progress=progress, raw_scalars=scenarios)
     except (live.LiveError, ValueError) as exc:
         sys.stderr.write(f"headroom {command}: {exc}\n")
         return None

@@ -68,6 +68,19 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
     ids = [int(i) for i in dataset_ids]
     live = check_live(con, ids, window_s, path_labels)
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
+    if live:  # windows a store computed (app.pushdown), at this cube's window; the raw samples a pull
+        # keeps for the capacity fit are of the same series, so they are not windowed again here
+        sql.materialize(con, "cube__live_series_windows", "cube_series_windows", dataset_ids=live,
+                        window_s=int(window_s))
+        con.execute("create or replace temp table cube_duplicate_series as "
+                    "select series_id from cube_series_windows where duplicates > 0")
+    else:
+        _windows_of_samples(con, ids, window_s)
+    sql.materialize(con, "cube__build", "cube_new")
+
+
+def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -> None:
+    """``cube_series_windows`` (and ``cube_duplicate_series``) from the datasets' samples."""
     # A load stores a file in the order it reads it, and exports come series by series in time order:
     # read in storage order, a series' neighbours are mostly beside it, and only the ends of its runs
     # need a sort (at 10 M samples a few thousand rows instead of all of them: 4x faster). When
@@ -87,10 +100,6 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
         sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids,
                         window_s=int(window_s), dedupe=True, presorted=False)
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
-    if live:  # windows a store computed (app.pushdown), at this cube's window
-        sql.insert_into(con, "cube__live_series_windows", "cube_series_windows", dataset_ids=live,
-                        window_s=int(window_s))
-    sql.materialize(con, "cube__build", "cube_new")
 
 
 def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,

@@ -34,7 +34,16 @@ import pandas as pd
 
 from app import sql
 from app.cube import parse_window
-from app.live import Client, LiveError, Store, discover, parse_time, selector_matchers, serving_metric_names
+from app.live import (
+    Client,
+    LiveError,
+    Store,
+    discover,
+    parse_time,
+    raw_chunks,
+    selector_matchers,
+    serving_metric_names,
+)
 from app.load import LoadReport, describe_dataset, insert_dataset, iso_utc, unique_name
 from app.store import MODEL_LABEL, MODEL_LABELS, Workspace, signal_rows
 
@@ -68,6 +77,7 @@ class Pulled:
     labels: list[str]  # the path labels summed by in the store (``__model__`` resolved); [] per series
     requested: list[str]  # the path labels as asked for (the dataset's summary cube uses them)
     store_labels: list[str] = field(default_factory=list)  # every label name on the store's serving series
+    raw: pd.DataFrame | None = None  # raw samples (metric, labels, ts, value) kept beside the windows
     notes: list[str] = field(default_factory=list)
 
 
@@ -167,10 +177,15 @@ def window_ends(start: datetime, end: datetime, window_s: int) -> list[float]:
     return [float(t) for t in range(int(first), int(last) + 1, int(window_s))]
 
 
+RAW_COLUMNS = ["metric", "labels", "ts", "value"]
+
+
 def pull(client: Client, start: datetime, end: datetime, window_s: int, path_labels: Sequence[str],
          by: str = "path", match: str | None = None, chunk_s: int = 86400,
-         progress: Callable[[str], Any] | None = None) -> Pulled:
-    """Run the plan over (start, end], ``chunk_s`` of windows per range query, with progress."""
+         progress: Callable[[str], Any] | None = None, raw_scalars: bool = False) -> Pulled:
+    """Run the plan over (start, end], ``chunk_s`` of windows per range query, with progress. With
+    ``raw_scalars`` every serving series but the histogram buckets is also read raw (the capacity
+    model fits the engine's step time on each scrape interval, which no window can give)."""
     found = discover(client, start, end, match)
     labels = resolve_labels(path_labels, found["path_labels"]) if by == "path" else []
     names = serving_metric_names(client)
@@ -211,15 +226,24 @@ def pull(client: Client, start: datetime, end: datetime, window_s: int, path_lab
              "counts are PromQL's increase(), extrapolated to the window's edges, not the exact increases"]
     if dropped:
         notes.append(f"{dropped} NaN or infinite value(s) the store returned were dropped")
+    raw = None
+    if raw_scalars:
+        scalars = [n for n in names if not n.endswith("_bucket")]
+        parts = list(raw_chunks(client, start, end, scalars, match, chunk_s=3600, progress=progress))
+        raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RAW_COLUMNS)
+        raw["ts"] = pd.to_datetime(raw["ts"], utc=True).dt.tz_localize(None)
+        notes.append(f"{len(raw):,} raw samples of {len(scalars)} scalar series (counters, histogram counts and "
+                     "sums, gauges; no bucket) read for the capacity model's per-scrape fit")
     return Pulled(rows=rows, queries=len(queries), labels=labels, requested=list(path_labels), notes=notes,
-                  store_labels=list(found["labels"]))
+                  store_labels=list(found["labels"]), raw=raw)
 
 
 def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, end: datetime, window_s: int,
                  by: str, match: str | None, name: str | None = None) -> LoadReport:
     """Keep a pull as one dataset of kind ``live`` (atomic), with its summary as a load gives one."""
     digest = "live:" + json.dumps([store.url, match, by, pulled.labels, window_s, start.isoformat(), end.isoformat(),
-                                   len(pulled.rows), float(pulled.rows["value"].sum())])
+                                   len(pulled.rows), float(pulled.rows["value"].sum()),
+                                   0 if pulled.raw is None else len(pulled.raw)])
     existing = ws.dataset_summary(digest)
     if existing:
         report = LoadReport(**existing)
@@ -228,8 +252,12 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
     families = _families()
     kinds = pd.DataFrame({"family": list(families), "mtype": [f["kind"] for f in families.values()]})
     display = f"{store.url} (live, {by})"
+    raw = pulled.raw if pulled.raw is not None else pd.DataFrame({
+        "metric": pd.Series(dtype=str), "labels": pd.Series(dtype=str), "ts": pd.Series(dtype="datetime64[ns]"),
+        "value": pd.Series(dtype=float)})
     with ws.transaction() as con:
         con.register("live_pulled", pulled.rows)
+        con.register("live_raw", raw)
         con.register("live_families", kinds)
         try:
             sql.materialize(con, "live__stage_keys", "stage_keys")
@@ -238,9 +266,10 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
             sql.execute(con, "ingest__insert_series")
             dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
             sql.execute(con, "live__insert_windows", dataset_id=dataset_id)
+            sql.execute(con, "live__insert_samples", dataset_id=dataset_id)
         finally:
-            con.unregister("live_pulled")
-            con.unregister("live_families")
+            for name in ("live_pulled", "live_raw", "live_families"):
+                con.unregister(name)
         con.execute("insert into live_pulls values ($id, $url, $sel, $w, $by, $labels, $t0, $t1, $q)",
                     {"id": dataset_id, "url": store.url, "sel": match, "w": int(window_s), "by": by,
                      "labels": list(pulled.labels), "t0": start.astimezone(UTC).replace(tzinfo=None),
@@ -248,9 +277,13 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
         n_series, t_min, t_max = con.execute(
             "select count(distinct series_id), min(window_start), max(window_start) + to_seconds($w) "
             "from live_windows where dataset_id = $id", {"id": dataset_id, "w": int(window_s)}).fetchone()
+        interval = None
+        if len(raw):
+            interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0][-1]
         report = LoadReport(file=display, status="loaded", dataset=unique_name(con, name or f"live {store.url}"),
                             dataset_id=dataset_id, format="live", series=int(n_series), samples=len(pulled.rows),
-                            start=iso_utc(t_min), end=iso_utc(t_max), time_source="store", notes=list(pulled.notes))
+                            start=iso_utc(t_min), end=iso_utc(t_max), scrape_interval_s=interval, time_source="store",
+                            notes=list(pulled.notes))
         describe_dataset(con, dataset_id, report, window_s=window_s,
                          path_labels=pulled.requested if by == "path" else None)
         if report.engine == "vllm-v0" and "engine" in pulled.store_labels:
@@ -258,13 +291,14 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
             report.engine = "vllm-v1"
             report.notes = [n for n in report.notes if n != "also recognised: vllm-v1"]
         insert_dataset(con, report, digest, engine=report.engine, n_series=int(n_series), n_samples=len(pulled.rows),
-                       t_min=t_min, t_max=t_max, interval=None)
+                       t_min=t_min, t_max=t_max, interval=interval)
     return report
 
 
 def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = "5m",
                path_labels: Sequence[str] | None = None, by: str = "path", match: str | None = None,
-               chunk: str = "1d", progress: Callable[[str], Any] | None = None, name: str | None = None) -> LoadReport:
+               chunk: str = "1d", progress: Callable[[str], Any] | None = None, name: str | None = None,
+               raw_scalars: bool = False) -> LoadReport:
     """``pull`` then ``store_pulled`` of the range and options as people type them (``headroom fetch
     --pushdown`` and the Data page's Connect), each checked before the first request."""
     t0, t1 = parse_time(start), parse_time(end)
@@ -276,7 +310,8 @@ def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = 
     labels = list(path_labels) if path_labels else ws.path_labels()
     if progress:
         progress(f"pulling the cube from {store.describe()}, {t0.isoformat()} to {t1.isoformat()}")
-    pulled = pull(Client(store), t0, t1, window_s, labels, by=by, match=match, chunk_s=chunk_s, progress=progress)
+    pulled = pull(Client(store), t0, t1, window_s, labels, by=by, match=match, chunk_s=chunk_s, progress=progress,
+                  raw_scalars=raw_scalars)
     return store_pulled(ws, pulled, store, t0, t1, window_s, by, match, name=name)
 
 

@@ -307,6 +307,31 @@ def test_fetch_pushdown_keeps_one_dataset_per_pull(prom: Served, tmp_path: Path)
     assert "--pushdown keeps the pulled cube in the workspace" in err.getvalue()
 
 
+def test_scenarios_on_a_pushdown_fit_the_scrapes_and_flag_the_demand(prom: Served, tmp_path: Path) -> None:
+    """``headroom scenarios --prometheus URL --pushdown``: per-series windows for the cubes, the scalar
+    series raw for the per-scrape fit. The engine config and the step-time fit come from the same raw
+    scrapes as the file's (the fit's data is identical); the demand is the store's extrapolation, and
+    every scenario carries the flag that says so."""
+    om = ef.write_openmetrics(prom.frame, tmp_path / "fleet.om.txt")
+    args = ["--replicas", "2", "--seeds", "1", "--replica-hour-price", "10", "--breach-price", "0.01",
+            "--promise", "0.5/0.05", "--format", "json", "--quiet"]
+    docs = []
+    for source in (["--prometheus", prom.url, "--pushdown", "--start", str(E0), "--end", str(E0 + WHOLE)], [str(om)]):
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert cli.main(["scenarios", *source, *args]) == 0
+        docs.append(json.loads(out.getvalue()))
+    live, file = docs
+    for key in ("kv_tokens", "block_size", "max_num_batched_tokens"):
+        assert live["capacity_model"][key] == file["capacity_model"][key]
+    assert live["capacity_model"]["fit"]["data"] == file["capacity_model"]["fit"]["data"]
+    assert live["capacity_model"]["step_base_s"] == pytest.approx(file["capacity_model"]["step_base_s"], rel=0.01)
+    pushed = [f for f in live["flags"] if "--pushdown" in f["message"]]
+    assert len(pushed) == 1 and pushed[0]["widens_by"] == 0.1
+    assert not any("--pushdown" in f["message"] for f in file["flags"])
+    assert all(any("--pushdown" in f for f in row["flags"]) for row in live["scenarios"])
+
+
 # -- VictoriaMetrics ---------------------------------------------------------------------------------------
 def test_victoriametrics_pushdown_is_the_exact_cube_but_first_windows(vm: Served) -> None:
     got = _cells(vm.cube(vm.pull()))
