@@ -1,0 +1,115 @@
+"""Where the tail lives (app/tail/): attribution from the histograms held to the simulator's
+per-request truth, on fleets whose engine and traffic differ from the twin's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import load
+from app import promise as pm
+from app.cube import ensure_cube
+from app.economics.accuracy import FleetCase, _start, case
+from app.promise import Promise
+from app.simulator import simulate_day
+from app.simulator.metrics import minimal_export
+from app.store import Workspace
+from app.tail import attribution as at
+
+
+@dataclass
+class Fleet:
+    case: FleetCase
+    ws: Workspace
+    cube_id: int
+    records: pd.DataFrame
+    promises: list[Promise]
+
+
+def _fleet(name: str, kind: str = "full") -> Iterator[Fleet]:
+    c = case(name)
+    sim = simulate_day(seed=c.seed, hours=c.hours, start=_start(c), config=c.fleet,
+                       traffic=c.traffic, events=c.events)
+    frame = sim.metrics_frame if kind == "full" else minimal_export(sim.metrics_frame)
+    ws = Workspace(":memory:")
+    report = load.load_frame(ws, frame, f"{name}-{kind}")
+    assert report.status == "loaded", report.errors
+    cube_id = ensure_cube(ws, [report.dataset_id], 300, ["model_name"])
+    promises = [Promise(path=p, ttft_s=t, tpot_s=y, e2e_s=20.0) for p, (t, y) in c.promises.items()]
+    yield Fleet(c, ws, cube_id, sim.records, promises)
+    ws.close()
+
+
+@pytest.fixture(scope="module")
+def rag() -> Iterator[Fleet]:
+    """f2-rag-4x: 4 replicas, RAG prompts beside chat, a power-of-two router, slower steps."""
+    yield from _fleet("f2-rag-4x")
+
+
+def _truth(records: pd.DataFrame, path: str, threshold: float, start: pd.Timestamp, end: pd.Timestamp) -> dict:
+    """From the records: TTFT breaches, those queueing explains (all but the ones whose TTFT without
+    the queue wait breaches while the queue alone does not), queue alone."""
+    d = records[(records["path"] == path) & records["ttft_s"].notna() & (records["first_token"] > start)
+                & (records["first_token"] <= end)]
+    rest = d["ttft_s"] - d["queue_s"]
+    breach = d["ttft_s"] > threshold
+    explained = breach & ~((rest > threshold) & (d["queue_s"] <= threshold))
+    return {"n": len(d), "ttft": float(breach.mean()), "explained": float(explained.mean()),
+            "queue_alone": float((d["queue_s"] > threshold).mean()), "breaches": int(breach.sum())}
+
+
+def test_queue_attribution_holds_the_simulators_truth(rag: Fleet) -> None:
+    start, end = pm.time_range(rag.ws, rag.cube_id, None, None)
+    att = at.attribute(rag.ws, rag.cube_id, rag.promises, start, end)
+    rows = att.ttft.set_index("path")
+    assert set(rows.index) == set(rag.case.promises)
+    for path, (threshold, _) in rag.case.promises.items():
+        truth = _truth(rag.records, path, threshold, pd.Timestamp(start, tz="UTC"), pd.Timestamp(end, tz="UTC"))
+        r = rows.loc[path]
+        assert truth["breaches"] > 50, f"{path}: the fleet must breach for the test to mean something"
+        assert r["basis"] == "queue + prefill histograms"
+        # the TTFT share the histogram gives is the truth's (the thresholds are bucket bounds)
+        assert r["ttft_share"] == pytest.approx(truth["ttft"], abs=2e-3)
+        # queue alone: a lower bound, and the histogram reads it
+        assert r["queue_alone_share"] == pytest.approx(truth["queue_alone"], abs=2e-3)
+        # the interval holds the true share of breaches queueing explains (with the populations'
+        # first-token vs finish difference at the range's ends: 0.2 pp)
+        assert r["queue_explained_low"] - 2e-3 <= truth["explained"] <= r["queue_explained_high"] + 2e-3
+        assert r["queue_explained_low"] >= r["queue_alone_low"]
+
+
+def test_a_minimal_export_widens_the_interval_to_queue_alone_and_every_breach() -> None:
+    fleet = next(_fleet("f2-rag-4x", "minimal"))
+    start, end = pm.time_range(fleet.ws, fleet.cube_id, None, None)
+    rows = at.attribute(fleet.ws, fleet.cube_id, fleet.promises, start, end).ttft.set_index("path")
+    for _, r in rows.iterrows():
+        assert r["basis"].startswith("queue histogram (no prefill histogram")
+        assert r["queue_explained_low"] == pytest.approx(r["queue_alone_low"])
+        assert r["queue_explained_high"] == pytest.approx(r["ttft_share_high"])
+        assert np.isnan(r["queue_explained_point"])
+    fleet.ws.close()
+
+
+def test_explained_bounds_on_hand_computed_shares() -> None:
+    one = lambda x: (np.array([x]),) * 3  # noqa: E731 - exact shares: estimate = low = high
+    # a = 10 %, queue alone 6 %, prefill alone 3 %: E in [max(6, 7), min(10, 7 + 6)] = [7, 10] %,
+    # independence overlap 6 * 3 / 10 = 1.8 % -> point 8.8 %
+    e = at.explained(one(0.10), one(0.06), one(0.03))
+    assert (e["low"][0], e["high"][0]) == pytest.approx((0.07, 0.10))
+    assert e["point"][0] == pytest.approx(0.088)
+    # no prefill histogram: [queue alone, every breach]
+    e = at.explained(one(0.10), one(0.06), None)
+    assert (e["low"][0], e["high"][0]) == pytest.approx((0.06, 0.10))
+    # a queue share above the TTFT share (populations counted at different times) is capped by it
+    e = at.explained(one(0.05), one(0.08), one(0.0))
+    assert (e["low"][0], e["high"][0]) == pytest.approx((0.05, 0.05))
+    # bucket intervals widen the ends: a in [8, 12] %, q in [5, 6] %, r in [1, 2] %
+    a = (np.array([0.1]), np.array([0.08]), np.array([0.12]))
+    q = (np.array([0.055]), np.array([0.05]), np.array([0.06]))
+    r = (np.array([0.015]), np.array([0.01]), np.array([0.02]))
+    e = at.explained(a, q, r)
+    assert (e["low"][0], e["high"][0]) == pytest.approx((0.06, 0.12))
