@@ -13,12 +13,15 @@ import pytest
 from app import load
 from app import promise as pm
 from app.cube import ensure_cube
-from app.economics.accuracy import FleetCase, _start, case
+from app.economics import scenarios as sc
+from app.economics.accuracy import FleetCase, _start, case, truth
+from app.economics.capacity import Assumptions
 from app.promise import Promise
 from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export
 from app.store import Workspace
 from app.tail import attribution as at
+from app.tail import twin
 
 
 @dataclass
@@ -28,6 +31,7 @@ class Fleet:
     cube_id: int
     records: pd.DataFrame
     promises: list[Promise]
+    dataset_id: int
 
 
 def _fleet(name: str, kind: str = "full") -> Iterator[Fleet]:
@@ -40,7 +44,7 @@ def _fleet(name: str, kind: str = "full") -> Iterator[Fleet]:
     assert report.status == "loaded", report.errors
     cube_id = ensure_cube(ws, [report.dataset_id], 300, ["model_name"])
     promises = [Promise(path=p, ttft_s=t, tpot_s=y, e2e_s=20.0) for p, (t, y) in c.promises.items()]
-    yield Fleet(c, ws, cube_id, sim.records, promises)
+    yield Fleet(c, ws, cube_id, sim.records, promises, report.dataset_id)
     ws.close()
 
 
@@ -113,3 +117,28 @@ def test_explained_bounds_on_hand_computed_shares() -> None:
     r = (np.array([0.015]), np.array([0.01]), np.array([0.02]))
     e = at.explained(a, q, r)
     assert (e["low"][0], e["high"][0]) == pytest.approx((0.06, 0.12))
+
+
+@pytest.mark.slow
+def test_twin_attribution_against_the_fleets_own_simulator(rag: Fleet) -> None:
+    """The twin, fitted on the export alone, replayed at N and 4 N: the part capacity causes within
+    +-25 % (or 0.2 pp) of the truth (the fleet's simulator replaying the same arrivals at 4 N), the
+    true shares inside the intervals; money = share x requests per month x price."""
+    c = rag.case
+    promises = [Promise(path=p, ttft_s=t, tpot_s=y) for p, (t, y) in c.promises.items()]
+    analysis = sc.analyse(rag.ws, [rag.dataset_id], promises, ["model_name"], Assumptions(**c.given), seeds=2)
+    rows = {r.path: r for r in twin.attribute(analysis, {"*": 0.02}, seeds=2, workers=1)}
+    at_n, ample = truth(c, c.replicas, 1.0, 1.0), truth(c, 4 * c.replicas, 1.0, 1.0)
+    for path, r in rows.items():
+        true_capacity = at_n[path]["joint"] - ample[path]["joint"]
+        assert true_capacity > 0.005, "the fleet must have capacity breaches for the test to mean something"
+        assert r.ample_replicas == 4 * c.replicas
+        assert abs(r.capacity_share - true_capacity) <= max(0.25 * true_capacity, 0.002)
+        assert r.capacity_share_low <= true_capacity <= r.capacity_share_high
+        assert r.intrinsic_share_low <= ample[path]["joint"] <= r.intrinsic_share_high
+        assert r.capacity_fraction > 0.8  # on this fleet nearly every breach is capacity's
+        money = r.money()
+        assert money["capacity_usd_per_month"] == pytest.approx(r.capacity_share * r.requests_per_month * 0.02)
+        hours = c.hours
+        # the demand spans the export to its last window end: within 1 % of the export hours
+        assert r.requests_per_month == pytest.approx(analysis.observed.requests[path] / hours * 720, rel=0.01)
