@@ -3,6 +3,7 @@ per-request truth, on fleets whose engine and traffic differ from the twin's def
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export
 from app.store import Workspace
 from app.tail import attribution as at
+from app.tail import signals as sg
 from app.tail import twin
 
 
@@ -32,6 +34,7 @@ class Fleet:
     records: pd.DataFrame
     promises: list[Promise]
     dataset_id: int
+    frame: pd.DataFrame
 
 
 def _fleet(name: str, kind: str = "full") -> Iterator[Fleet]:
@@ -44,7 +47,7 @@ def _fleet(name: str, kind: str = "full") -> Iterator[Fleet]:
     assert report.status == "loaded", report.errors
     cube_id = ensure_cube(ws, [report.dataset_id], 300, ["model_name"])
     promises = [Promise(path=p, ttft_s=t, tpot_s=y, e2e_s=20.0) for p, (t, y) in c.promises.items()]
-    yield Fleet(c, ws, cube_id, sim.records, promises, report.dataset_id)
+    yield Fleet(c, ws, cube_id, sim.records, promises, report.dataset_id, frame)
     ws.close()
 
 
@@ -142,3 +145,61 @@ def test_twin_attribution_against_the_fleets_own_simulator(rag: Fleet) -> None:
         hours = c.hours
         # the demand spans the export to its last window end: within 1 % of the export hours
         assert r.requests_per_month == pytest.approx(analysis.observed.requests[path] / hours * 720, rel=0.01)
+
+
+def _with_gpu_util(frame: pd.DataFrame) -> pd.DataFrame:
+    """The export plus a DCGM utilisation gauge per replica, as DCGM measures it: the share of the
+    sample period a kernel ran, integer percent — busy whenever one request runs, so it saturates
+    long before a queue forms (the reason never to scale on it)."""
+    running = frame[frame["metric"] == "vllm:num_requests_running"].copy()
+    instance = running["labels"].astype(str).map(lambda s: json.loads(s)["instance"])
+    util = running.assign(
+        metric="DCGM_FI_DEV_GPU_UTIL",
+        labels=[json.dumps({"gpu": "0", "instance": i, "modelName": "NVIDIA H100"}) for i in instance],
+        value=np.round(100 * (1 - np.exp(-running["value"].to_numpy(float) / 1.5))))
+    out = pd.concat([frame.astype({"metric": str, "labels": str}), util], ignore_index=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def rag_signals(rag: Fleet) -> Iterator[sg.SignalReport]:
+    ws = Workspace(":memory:")
+    report = load.load_frame(ws, _with_gpu_util(rag.frame), "f2-with-dcgm")
+    assert report.status == "loaded", report.errors
+    cube_id = ensure_cube(ws, [report.dataset_id], 60, ["model_name"])
+    yield sg.analyse(ws, cube_id, 60, rag.promises)
+    ws.close()
+
+
+def test_signals_rank_gpu_utilisation_last_and_recommend_a_queue_or_batch_rule(rag_signals: sg.SignalReport) -> None:
+    rep = rag_signals
+    by = {r.signal: r for r in rep.results}
+    assert set(by) == {"waiting", "running", "kv_usage", "preemptions_per_replica_minute", "gpu_util"}
+    # leads 0..15 minutes, each with the number of windows it rests on (fewer at longer leads)
+    for r in by.values():
+        assert sorted(r.correlation) == list(range(16))
+        assert r.correlation[0][1] >= r.correlation[15][1] > 100
+    assert rep.worst == "gpu_util"
+    assert by["gpu_util"].best_rho < min(by[s].best_rho for s in ("waiting", "running", "kv_usage"))
+    assert by["waiting"].level is not None
+    assert rep.rule is not None and rep.rule.signal in sg.SCALE_ON
+    assert rep.rule.text.startswith(f"scale out when {rep.rule.signal} >= ")
+    assert rep.rule.precision >= rep.rule.base_rate  # the rule's alerts are followed by breach more than chance
+    doc = sg.to_json(rep)
+    assert doc["worst_signal"] == "gpu_util" and doc["rule"]["text"] == rep.rule.text
+
+
+def test_level_and_lead_on_hand_built_windows() -> None:
+    # breach share 0 below a signal of 4, 5 % from 4 on: the fit's floor is 0, the level 4
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 1, 2, 3.0])
+    y = np.array([0, 0, 0, 0, 0.05, 0.05, 0.05, 0, 0, 0])
+    level, floor, curve = sg._level(x, y, np.ones(10), 0.01)
+    assert (level, floor) == (4.0, 0.0)
+    assert sg.fitted_at(curve, 5.5) == pytest.approx(0.05)
+    # an onset at window 6; the signal crossed its level at window 3 and stayed: a lead of 3 windows
+    signal = np.array([0, 0, 0, 5, 5, 5, 5, 0.0])
+    assert sg._warnings(signal, 4.0, np.array([6]), horizon=15) == [3]
+    # a signal on for longer than the horizon carried no news of the onset
+    assert sg._warnings(np.full(30, 5.0), 4.0, np.array([25]), horizon=15) == []
+    # two consecutive windows above the level make one alert at the second
+    assert sg._alerts(np.array([5, 0, 5, 5, 0.0]), 4.0, 2).tolist() == [False, False, False, True, False]
