@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from app import load
+from app import cli, load
 from app import promise as pm
 from app.cube import ensure_cube
 from app.economics import scenarios as sc
@@ -22,6 +23,7 @@ from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export
 from app.store import Workspace
 from app.tail import attribution as at
+from app.tail import report as tail_report
 from app.tail import signals as sg
 from app.tail import twin
 
@@ -203,3 +205,36 @@ def test_level_and_lead_on_hand_built_windows() -> None:
     assert sg._warnings(np.full(30, 5.0), 4.0, np.array([25]), horizon=15) == []
     # two consecutive windows above the level make one alert at the second
     assert sg._alerts(np.array([5, 0, 5, 5, 0.0]), 4.0, 2).tolist() == [False, False, False, True, False]
+
+
+def test_headroom_tail_prints_the_documented_json_markdown_and_csv(rag: Fleet, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    export_file = tmp_path / "f2.parquet"
+    rag.frame.to_parquet(export_file)
+    flags = [str(export_file), "--promise", "svc-a=1.0/0.05", "--promise", "svc-b=0.5/0.05", "--window", "1m"]
+    assert cli.main(["tail", *flags, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"datasets", "start", "end", "window_s", "promises", "attribution", "twin", "signals"}
+    assert doc["datasets"] == ["f2.parquet"] and doc["window_s"] == 60 and doc["twin"] is None
+    assert [a["path"] for a in doc["attribution"]] == ["svc-a", "svc-b"]
+    a = doc["attribution"][0]
+    assert set(a) == {"path", "ttft_threshold_s", "requests", "ttft_share", "queue_alone", "prefill_alone",
+                      "queue_explained", "basis", "e2e"}
+    assert a["queue_explained"]["share_low"] <= a["queue_explained"]["share_high"] <= a["ttft_share"]["high"]
+    assert [s["scope"] for s in doc["signals"]] == ["(fleet)", "svc-a", "svc-b"]
+    fleet = doc["signals"][0]
+    assert {r["signal"] for r in fleet["signals"]} == {"waiting", "running", "kv_usage",
+                                                       "preemptions_per_replica_minute"}
+    assert [c["lead_min"] for c in fleet["signals"][0]["correlation"]] == list(range(16))
+    assert fleet["rule"]["text"].startswith("scale out when ")
+    assert any("GPU utilisation: not in the data" in n for n in fleet["notes"])
+    assert cli.main(["tail", *flags, "--format", "markdown"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Where the tail lives ") and "Datasets: f2.parquet." in text
+    assert f"Recommended: **{fleet['rule']['text']}**" in text
+    assert cli.main(["tail", *flags, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "# datasets: f2.parquet"
+    assert lines[3] == ",".join(tail_report.CSV_FIELDS)
+    rule = [r for r in lines if r.startswith("rule,(fleet),")]
+    assert len(rule) == 1 and fleet["rule"]["text"] in rule[0]

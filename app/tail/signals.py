@@ -7,7 +7,10 @@ GPU utilisation; per window and path the breach share of the promise (``promise.
 interval's low end, the share certainly breached; over the fleet, request-weighted).
 
 - **Rank correlation** (Spearman) of the signal at t with the breach share at t + lead, for leads of
-  0–15 minutes in steps of the window, with the number of windows that have requests at t + lead.
+  0–15 minutes in steps of the window, with the number of windows that have requests at t + lead. The
+  lead where it peaks says whether the signal leads (a peak at 0 moves with breach); its mean over
+  leads of 1–15 minutes says how well it predicts the following windows, and ranks the signals (the
+  lowest is the worst).
 - **Level**: an isotonic (non-decreasing) fit of the breach share on the signal, weighted by requests
   (``scipy.optimize.isotonic_regression``); the level is the lowest signal value at which the fitted
   share reaches the error budget's rate (1 − target): where breach starts to rise past what the promise
@@ -59,8 +62,9 @@ class SignalResult:
     label: str
     windows: int
     correlation: dict[int, tuple[float, int]]  # lead in minutes -> (Spearman rho, windows)
-    best_lead_min: int | None
+    best_lead_min: int | None  # the lead at which the correlation peaks (0: it moves with breach, no lead)
     best_rho: float
+    predictive_rho: float  # mean over leads of 1-15 minutes: how well it predicts the following windows
     level: float | None
     floor: float
     onsets: int
@@ -231,22 +235,23 @@ def analyse(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promis
             n = int(ok.sum())
             rho = float(spearmanr(xs[ok], ys[ok]).statistic) if n >= 5 and np.ptp(xs[ok]) > 0 and np.ptp(ys[ok]) > 0 else math.nan
             corr[int(round(lead * step_min))] = (rho, n)
-        ahead = {k: v for k, v in corr.items() if k > 0 and not math.isnan(v[0])} or \
-            {k: v for k, v in corr.items() if not math.isnan(v[0])}
-        best = max(ahead, key=lambda k: ahead[k][0]) if ahead else None
-        if best is None and np.nanmax(x) - np.nanmin(x) == 0:
+        valid = {k: v[0] for k, v in corr.items() if not math.isnan(v[0])}
+        following = [v for k, v in valid.items() if k > 0]
+        if not valid and np.nanmax(x) - np.nanmin(x) == 0:
             notes.append(f"{label}: constant at {np.nanmax(x):.3g} over every window, so it predicts nothing "
                          "(its rank correlation counts as 0)")
-            ahead, best = {0: (0.0, present)}, 0
+            valid, following = {0: 0.0}, [0.0]
+        best = max(valid, key=lambda k: valid[k]) if valid else None
         level, floor, curve = _level(x, y, np.nan_to_num(req), budget)
         warned = _warnings(x, level, onsets, horizon) if level is not None else []
         results.append(SignalResult(
             signal=col, label=label, windows=present, correlation=corr, best_lead_min=best,
-            best_rho=ahead[best][0] if best is not None else math.nan, level=level, floor=floor,
+            best_rho=valid[best] if best is not None else math.nan,
+            predictive_rho=float(np.mean(following)) if following else math.nan, level=level, floor=floor,
             onsets=int(len(onsets)),
             warned=len(warned), median_lead_min=float(np.median(warned)) * step_min if warned else None, curve=curve))
-    ranked = [r for r in results if not math.isnan(r.best_rho)]
-    worst = min(ranked, key=lambda r: r.best_rho).signal if len(ranked) > 1 else None
+    ranked = [r for r in results if not math.isnan(r.predictive_rho)]
+    worst = min(ranked, key=lambda r: r.predictive_rho).signal if len(ranked) > 1 else None
     rule = _rule(frame, results, y, ONSET_BURN * budget, horizon, onsets, step_min)
     if rule is None:
         notes.append("no scaling rule: neither the waiting queue nor the running batch reaches a level at which "
@@ -294,7 +299,8 @@ def to_json(rep: SignalReport) -> dict[str, Any]:
         "signals": [{
             "signal": r.signal, "label": r.label, "windows": r.windows,
             "correlation": [{"lead_min": k, "spearman": _num(v[0]), "windows": v[1]} for k, v in r.correlation.items()],
-            "best_lead_min": r.best_lead_min, "best_spearman": _num(r.best_rho), "level": _num(r.level),
+            "best_lead_min": r.best_lead_min, "best_spearman": _num(r.best_rho),
+            "predictive_spearman": _num(r.predictive_rho), "level": _num(r.level),
             "floor": _num(r.floor),
             "level_method": "isotonic fit of breach share on the signal, weighted by requests: lowest value at which "
                             "the fit exceeds its floor (the fit at the signal's 10th percentile) by the budget rate",
