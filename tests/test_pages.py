@@ -132,9 +132,9 @@ def settings(db: Path, key: str) -> object:
 
 
 # -- every page ------------------------------------------------------------------------------------------
-def test_the_router_registers_the_five_pages() -> None:
+def test_the_router_registers_the_six_pages() -> None:
     assert registered_pages() == ["app_pages/data.py", "app_pages/promise.py", "app_pages/economics.py",
-                                  "app_pages/model.py", "app_pages/sets.py"]
+                                  "app_pages/model.py", "app_pages/tail.py", "app_pages/sets.py"]
 
 
 @pytest.mark.parametrize("page_file", registered_pages())

@@ -1,0 +1,86 @@
+"""The Tail page through AppTest on the 1-hour slice of the bundled day (tests/test_pages.py's workspace):
+its tables are the ``headroom tail`` document's, its downloads that document's text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from app.cube import ensure_cube
+from app.escape import md
+from app.store import Workspace
+from app.tail import report as tail_report
+from app.ui import promise as promise_view
+from app.ui import state
+from app.ui import tail as tail_view
+from tests.test_pages import BATCH, INTERACTIVE, goto, open_app, sample_slice, template_db, workspace_db
+
+__all__ = ["sample_slice", "template_db", "workspace_db"]  # the fixtures this module uses
+
+
+def _document(db: Path) -> dict:
+    with Workspace(db) as ws:
+        paths = [INTERACTIVE, BATCH]
+        stored = promise_view.stored_promises(ws, paths)
+        promises = promise_view.to_promises(promise_view.promise_tuple(p, stored[p]) for p in sorted(paths))
+        cube_id = ensure_cube(ws, ws.dataset_ids(), 60, ws.path_labels())
+        names = list(ws.datasets()["name"].astype(str))
+        return tail_report.build(ws, cube_id, 60, promises, names)
+
+
+def test_the_tail_page_shows_the_documents_attribution_signals_and_rule(workspace_db: Path) -> None:
+    at = goto(open_app(), "tail")
+    assert at.title[0].value == "Tail"
+    assert not at.error
+    expected = _document(workspace_db)
+    shown = [d.value for d in at.dataframe if "explained low %" in d.value.columns]
+    assert len(shown) == 1
+    pd.testing.assert_frame_equal(shown[0].reset_index(drop=True), tail_view.attribution_table(expected),
+                                  check_dtype=False)
+    assert set(shown[0]["path"]) == {INTERACTIVE, BATCH}
+    assert (shown[0]["queue alone %"] <= shown[0]["explained low %"] + 1e-9).all()
+    signals = [d.value for d in at.dataframe if "Spearman leads 1-15 min" in d.value.columns]
+    assert len(signals) == 1
+    fleet = expected["signals"][0]
+    assert list(signals[0]["signal"].str.replace(" (worst)", "", regex=False)) == [r["label"] for r in fleet["signals"]]
+    if fleet["rule"]:
+        assert any(md(fleet["rule"]["text"]) in s.value for s in at.success)
+    assert [b.proto.label for b in at.get("download_button")] == ["Markdown", "CSV"]
+    assert any("Run scenarios on the Economics page" in i.value for i in at.info)
+    # another scope and signal: the tables follow, no rebuild of anything
+    at.selectbox(key=state.TAIL_SCOPE).set_value(INTERACTIVE).run()
+    at.selectbox(key=state.TAIL_PATH).set_value(BATCH).run()
+    assert not at.exception, at.exception
+    scope = next(x for x in _document(workspace_db)["signals"] if x["scope"] == INTERACTIVE)
+    shown = [d.value for d in at.dataframe if "Spearman leads 1-15 min" in d.value.columns][0]
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), tail_view.signal_table(scope), check_dtype=False)
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv"])
+def test_the_downloads_are_the_cli_text(workspace_db: Path, fmt: str) -> None:
+    doc = _document(workspace_db)
+    text = tail_report.to_markdown(doc) if fmt == "markdown" else tail_report.to_csv(doc)
+    assert text.startswith("Where the tail lives" if fmt == "markdown" else "# Where the tail lives")
+    assert "metrics-11h30-12h30.parquet" in text or "bundled sample" in text
+
+
+def test_the_tail_figures_as_data() -> None:
+    t = pd.to_datetime(["2026-11-17 10:00", "2026-11-17 10:01"])
+    q = pd.DataFrame({"window_start": list(t) * 3, "path": "p", "signal": ["ttft"] * 2 + ["tpot"] * 2 + ["e2e"] * 2,
+                      "n": 10.0, "value_s": [0.3, 0.6, 0.02, 0.03, 5.0, 9.0], "low_s": [0.25, 0.5, 0.01, 0.025, 2.5, 5],
+                      "high_s": [0.5, 0.75, 0.025, 0.05, 5.0, float("inf")]})
+    fig = tail_view.latency_over_time(q, "p", 0.99)
+    assert [a.text for a in fig.layout.annotations] == ["TTFT p99 (s)", "TPOT p99 (s)", "end-to-end p99 (s)"]
+    lines = [tr for tr in fig.data if tr.name in ("TTFT", "TPOT", "end-to-end")]
+    assert [list(tr.y) for tr in lines] == [[0.3, 0.6], [0.02, 0.03], [5.0, 9.0]]
+    # an open top bucket draws its band to the last finite bound
+    assert list(fig.data[6].y) == [5.0, 5.0]
+    w = pd.DataFrame({"window_start": t, "path": "p", "ttft_share": [0.1, 0.2], "queue_alone_share": [0.05, 0.1],
+                      "queue_explained_low": [0.06, 0.12], "queue_explained_high": [0.1, 0.2]})
+    fig = tail_view.queue_against_ttft(w, "p")
+    by = {tr.name: list(tr.y) for tr in fig.data if tr.name}
+    assert by["TTFT breach"] == pytest.approx([10.0, 20.0])
+    assert by["queue time alone > threshold"] == pytest.approx([5.0, 10.0])
+    assert fig.layout.yaxis.title.text == "share of requests (%)"
