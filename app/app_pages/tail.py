@@ -33,7 +33,7 @@ st.caption("Promises as set on the Promise page; 1-minute windows. "
            + " ".join(f"**{md(p[0])}**: TTFT ≤ {p[1]:g} s, TPOT ≤ {p[2]:g} s." for p in promises))
 
 c1, c2 = st.columns([2, 1])
-path = c1.selectbox("Path", paths, key=state.TAIL_PATH)
+path = c1.selectbox("Path", tail_view.paths_by_breaches(doc), key=state.TAIL_PATH)
 quantile = c2.select_slider("Quantile", [0.5, 0.9, 0.95, 0.99, 0.999], value=0.99, key=state.TAIL_QUANTILE)
 st.subheader("The three numbers over time")
 start, end = doc["start"], doc["end"]

@@ -172,5 +172,12 @@ def correlation_by_lead(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def paths_by_breaches(doc: Mapping[str, Any]) -> list[str]:
+    """The document's paths, most TTFT breaches first (the page opens on the worst)."""
+    def breaches(a: Mapping[str, Any]) -> float:
+        return (a["requests"] or 0.0) * (a["ttft_share"]["share"] or 0.0)
+    return [a["path"] for a in sorted(doc["attribution"], key=lambda a: (-breaches(a), a["path"]))]
+
+
 def scopes(doc: Mapping[str, Any]) -> Sequence[str]:
     return [s["scope"] for s in doc["signals"]]
