@@ -84,3 +84,16 @@ def test_the_tail_figures_as_data() -> None:
     assert by["TTFT breach"] == pytest.approx([10.0, 20.0])
     assert by["queue time alone > threshold"] == pytest.approx([5.0, 10.0])
     assert fig.layout.yaxis.title.text == "share of requests (%)"
+
+
+def test_the_capacity_model_page_fits_and_shows_the_model_on_open() -> None:
+    """No scenario run: the page fits the model with the Economics page's default inputs and shows every
+    parameter with its source, the residual at the observed N and the load-response curve."""
+    at = goto(open_app(), "model")
+    assert not [w.value for w in at.warning if "cannot be fitted" in w.value]
+    assert [s.value for s in at.subheader][:2] == ["One replica, read from the metrics", "Residual at the observed N = 4"]
+    assert any(c.value.startswith("Fitted on open with the Economics page's inputs") for c in at.caption)
+    model = [d.value for d in at.dataframe if "quantity" in d.value.columns][0]
+    assert {"KV capacity", "max_num_seqs"} <= set(model["quantity"])
+    assert set(model["source"]) <= {"given", "engine config", "fitted", "calibrated", "assumed"}
+    assert any(c.value.startswith("Isotonic fits of the per-window joint share") for c in at.caption)
