@@ -12,9 +12,11 @@ from app.cube import ensure_cube
 from app.escape import md
 from app.store import Workspace
 from app.tail import report as tail_report
+from app.ui import economics as economics_view
 from app.ui import promise as promise_view
 from app.ui import state
 from app.ui import tail as tail_view
+from app.ui.session import SessionSettings
 from tests.test_pages import BATCH, INTERACTIVE, goto, open_app, sample_slice, template_db, workspace_db
 
 __all__ = ["sample_slice", "template_db", "workspace_db"]  # the fixtures this module uses
@@ -97,3 +99,40 @@ def test_the_capacity_model_page_fits_and_shows_the_model_on_open() -> None:
     assert {"KV capacity", "max_num_seqs"} <= set(model["quantity"])
     assert set(model["source"]) <= {"given", "engine config", "fitted", "calibrated", "assumed"}
     assert any(c.value.startswith("Isotonic fits of the per-window joint share") for c in at.caption)
+
+
+def test_the_budgets_burn_in_dollars_per_hour_on_hand_computed_windows() -> None:
+    # two 5-minute windows of 600 requests at a 99 % target; burn 2-3x then 10-12x:
+    # last window breached per hour = burn x 0.01 x 600 / (1/12 h) = 72 x burn; at $0.5: $360-$432
+    alerts = pd.DataFrame({"window_start": pd.to_datetime(["2026-11-17 10:00", "2026-11-17 10:05"]), "path": "p",
+                           "requests": [600.0, 600.0], "target": [0.99, 0.99], "burn_low": [2.0, 10.0],
+                           "burn_high": [3.0, 12.0], "page_1h": ["ok", "firing"], "page_6h": [None, None],
+                           "ticket_3d": [None, None]})
+    plain = promise_view.alert_summary(alerts)
+    assert "$ / hour (last window)" not in plain.columns
+    assert plain.loc[0, "burn rate (last window)"] == "10.00–12.00×"
+    row = promise_view.alert_summary(alerts, 300, {"p": 0.5}).iloc[0]
+    assert row["$ / hour (last window)"] == "$360.00–$432.00"
+    # over the range: (2 + 10) x 6 breaches low, (3 + 12) x 6 high, over 10 minutes, x $0.5
+    assert row["$ / hour (range)"] == "$216.00–$270.00"
+    assert promise_view.breach_prices(None, ["p"]) is None
+    assert promise_view.breach_prices({"breach": {"p": 0.2}, "default_breach": 0.01}, ["p", "q"]) == {"p": 0.2, "q": 0.01}
+
+
+def test_the_promise_page_downloads_headroom_reports_text(workspace_db: Path) -> None:
+    at = goto(open_app(), "promise")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels[:2] == ["Report (Markdown)", "Report (CSV)"]
+    assert any(c.value.startswith("Set a breach price on the Economics page") for c in at.caption)
+    # with a breach price entered on the Economics page (its stored form), the dollars appear
+    with Workspace(workspace_db) as ws:
+        SessionSettings(ws, at.session_state[state.SESSION_ID]).set_setting(
+            economics_view.SETTING_ECONOMICS, {"breach": {INTERACTIVE: 0.02}, "default_breach": 0.05})
+    at.run()
+    summary = [d.value for d in at.dataframe if "$ / hour (last window)" in d.value.columns]
+    assert len(summary) == 1 and summary[0]["$ / hour (range)"].str.startswith("$").all()
+
+
+def test_a_report_download_is_headroom_reports_text_under_the_datasets() -> None:
+    assert promise_view.report_download(["a.parquet", "b|c"], "TEXT", csv=False) == "Datasets: a.parquet, b\\|c.\n\nTEXT"
+    assert promise_view.report_download(["a.parquet"], "x,y\n", csv=True) == "# datasets: a.parquet\nx,y\n"
