@@ -46,7 +46,7 @@ def test_the_tail_page_shows_the_documents_attribution_signals_and_rule(workspac
     signals = [d.value for d in at.dataframe if "Spearman leads 1-15 min" in d.value.columns]
     assert len(signals) == 1
     fleet = expected["signals"][0]
-    assert list(signals[0]["signal"].str.replace(" (worst)", "", regex=False)) == [r["label"] for r in fleet["signals"]]
+    assert list(signals[0]["signal"].str.replace(" (worst ahead)", "", regex=False)) == [r["label"] for r in fleet["signals"]]
     if fleet["rule"]:
         assert any(md(fleet["rule"]["text"]) in s.value for s in at.success)
     assert [b.proto.label for b in at.get("download_button")] == ["Markdown", "CSV"]

@@ -121,7 +121,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in s["signals"]:
             rho0 = r["correlation"][0]["spearman"] if r["correlation"] else None
-            worst = " (worst)" if r["signal"] == s["worst_signal"] else ""
+            worst = " (worst ahead)" if r["signal"] == s["worst_signal"] else ""
             lines.append(
                 f"| {md(r['label'])}{worst} | {r['windows']} | {_num(rho0, 2)} | {r['best_lead_min']} min | "
                 f"{_num(r['best_spearman'], 2)} | {_num(r['predictive_spearman'], 2)} | {_num(r['level'])} | "
@@ -135,6 +135,11 @@ def to_markdown(doc: dict[str, Any]) -> str:
                       f"{_pct(rule['recall'], 0)} of breach onsets were alerted in the 15 minutes before "
                       f"({rule['alerts']} alert windows; median lead "
                       f"{_minutes(rule['median_lead_min'])})."]
+        waiting = next((r for r in s["signals"] if r["signal"] == "waiting" and r.get("breach_share_at")), None)
+        if waiting and all(v is not None for v in waiting["breach_share_at"].values()):
+            at = waiting["breach_share_at"]
+            lines += ["", "At the usual starting point of a queue threshold (3-5 waiting per replica) the fitted breach "
+                      f"share is {_pct(at['3'])} at 3 and {_pct(at['5'])} at 5 (the budget rate is {_pct(s['budget_rate'])})."]
         lines += [f"- {md(n)}" for n in s["notes"]]
     return "\n".join(lines)
 

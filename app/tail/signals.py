@@ -48,6 +48,7 @@ SIGNALS = {  # column -> (label, unit)
     "gpu_util": ("GPU utilisation", "share"),
 }
 SCALE_ON = ("waiting", "running")
+SEED_QUEUE_LEVELS = (3, 5)  # DESIGN.md: start at 3-5 waiting, raised until latency meets the target
 MAX_LEAD_S = 900
 QUIET_WINDOWS = 3
 FLOOR_QUANTILE = 0.10
@@ -70,7 +71,7 @@ class SignalResult:
     onsets: int
     warned: int
     median_lead_min: float | None
-    curve: list[tuple[float, float]] = field(default_factory=list)  # (signal, fitted breach share)
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (signal, fitted share) at each distinct value
 
 
 @dataclass
@@ -138,7 +139,7 @@ def _level(x: np.ndarray, y: np.ndarray, w: np.ndarray, budget: float
     fit = isotonic_regression(pooled["yw"].to_numpy(float) / ws, weights=ws, increasing=True).x
     floor = float(fit[min(len(fit) - 1, int(np.searchsorted(np.cumsum(ws) / ws.sum(), FLOOR_QUANTILE)))])
     above = np.nonzero(fit >= floor + budget)[0]
-    return (float(xs[above[0]]) if len(above) else None), floor, _thin(xs, fit)
+    return (float(xs[above[0]]) if len(above) else None), floor, list(zip(xs.tolist(), fit.tolist(), strict=True))
 
 
 def fitted_at(curve: list[tuple[float, float]], value: float) -> float | None:
@@ -147,10 +148,13 @@ def fitted_at(curve: list[tuple[float, float]], value: float) -> float | None:
     return below[-1] if below else None
 
 
-def _thin(xs: np.ndarray, fit: np.ndarray, points: int = 60) -> list[tuple[float, float]]:
-    """The fitted steps at up to ``points`` signal values (for the chart and the JSON)."""
-    pick = np.unique(np.linspace(0, len(xs) - 1, min(points, len(xs))).astype(int))
-    return [(float(xs[i]), float(fit[i])) for i in pick]
+def _thin_curve(curve: list[tuple[float, float]], points: int = 80) -> list[tuple[float, float]]:
+    """The fit at up to ``points`` signal values, every step kept where it rises (for the chart and the JSON)."""
+    if len(curve) <= points:
+        return curve
+    rises = [i for i in range(1, len(curve)) if curve[i][1] != curve[i - 1][1]]
+    pick = sorted({0, len(curve) - 1, *rises[:points], *np.linspace(0, len(curve) - 1, points // 2).astype(int).tolist()})
+    return [curve[i] for i in pick]
 
 
 def _onsets(y: np.ndarray, budget: float) -> np.ndarray:
@@ -305,7 +309,10 @@ def to_json(rep: SignalReport) -> dict[str, Any]:
             "level_method": "isotonic fit of breach share on the signal, weighted by requests: lowest value at which "
                             "the fit exceeds its floor (the fit at the signal's 10th percentile) by the budget rate",
             "onsets": r.onsets, "onsets_warned": r.warned, "median_lead_min": _num(r.median_lead_min),
-            "curve": [{"signal": a, "breach_share": b} for a, b in r.curve],
+            "curve": [{"signal": a, "breach_share": b} for a, b in _thin_curve(r.curve)],
+            # the seed's starting point for a queue threshold (3-5 waiting per replica), read off the fit
+            "breach_share_at": ({str(v): fitted_at(r.curve, v) for v in SEED_QUEUE_LEVELS}
+                                if r.signal == "waiting" else None),
         } for r in rep.results],
         "worst_signal": rep.worst,
         "rule": None if rep.rule is None else {

@@ -147,7 +147,7 @@ def signal_table(scope_doc: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for r in scope_doc["signals"]:
         rows.append({
-            "signal": r["label"] + (" (worst)" if r["signal"] == scope_doc["worst_signal"] else ""),
+            "signal": r["label"] + (" (worst ahead)" if r["signal"] == scope_doc["worst_signal"] else ""),
             "windows": r["windows"], "Spearman at lead 0": r["correlation"][0]["spearman"] if r["correlation"] else None,
             "peak at lead (min)": r["best_lead_min"], "Spearman at peak": r["best_spearman"],
             "Spearman leads 1-15 min": r["predictive_spearman"], "level": r["level"], "floor %": _pct(r["floor"]),
