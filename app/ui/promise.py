@@ -146,6 +146,9 @@ def alert_summary(alerts: pd.DataFrame, window_s: int | None = None,
         for key, label in ALERT_LABELS.items():
             state = last[key] if isinstance(last[key], str) else "n/a"
             row[label] = f"{state} ({int((part[key] == 'firing').sum())} windows firing)"
+        if "burn_low" not in part:  # a table without the burn rates (its alert states only)
+            rows.append(row)
+            continue
         row["burn rate (last window)"] = f"{last['burn_low']:.2f}–{last['burn_high']:.2f}×"
         price = (breach_prices or {}).get(path)
         if price is not None and window_s:
