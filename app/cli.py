@@ -223,6 +223,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # -- tail ------------------------------------------------------------------------------------------
+def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
+    """``--e2e [PATH=]SECONDS``: an end-to-end threshold on a path's promise (no PATH: every promise)."""
+    from dataclasses import replace
+
+    from app import promise as pm
+
+    e2e: dict[str, float] = {}
+    for item in items:
+        path, _, seconds = item.rpartition("=")
+        try:
+            e2e[path or pm.ALL_PATHS] = float(seconds)
+        except ValueError:
+            raise ValueError(f"--e2e {item!r}: expected [PATH=]SECONDS") from None
+    out = []
+    for p in promises:
+        value = e2e.get(p.path, e2e.get(pm.ALL_PATHS))
+        out.append(replace(p, e2e_s=value) if value is not None else p)
+    return out
+
+
 def cmd_tail(args: argparse.Namespace) -> int:
     from app import report
     from app.cube import ensure_cube, parse_window
@@ -230,7 +250,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
     try:
         window_s = parse_window(args.window)
-        promises = _promises(args)
+        promises = _with_e2e(_promises(args), args.e2e or [])
         start, end = report.parse_time(args.start), report.parse_time(args.end)
         prices = None
         if args.twin:
@@ -637,6 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
     pt.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
     pt.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
+    pt.add_argument("--e2e", action="append", help="[PATH=]SECONDS: an end-to-end threshold whose breaches are "
+                    "attributed to queue, prefill and decode time")
     pt.add_argument("--window", default="1m", help="window length, 1m to 1d (default 1m: leads of 0-15 minutes in minutes)")
     pt.add_argument("--start", help="first window start, ISO-8601, Unix seconds or relative (default: start of data)")
     pt.add_argument("--end", help="end of the range (default: end of data)")

@@ -228,6 +228,15 @@ def test_headroom_tail_prints_the_documented_json_markdown_and_csv(rag: Fleet, t
     assert [c["lead_min"] for c in fleet["signals"][0]["correlation"]] == list(range(16))
     assert fleet["rule"]["text"].startswith("scale out when ")
     assert any("GPU utilisation: not in the data" in n for n in fleet["notes"])
+    assert a["e2e"] is None
+    assert cli.main(["tail", *flags, "--e2e", "svc-a=20", "--format", "json"]) == 0
+    with_e2e = json.loads(capsys.readouterr().out)["attribution"]
+    e2e = with_e2e[0]["e2e"]
+    assert e2e["threshold_s"] == 20.0 and with_e2e[1]["e2e"] is None
+    for phase in ("queue_alone", "prefill_alone", "decode_alone"):  # each phase alone is inside the e2e breaches
+        assert e2e[phase]["low"] <= e2e["e2e"]["high"] + 1e-9
+    assert cli.main(["tail", *flags, "--e2e", "svc-a=x"]) == 2
+    capsys.readouterr()
     assert cli.main(["tail", *flags, "--format", "markdown"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Where the tail lives ") and "Datasets: f2.parquet." in text
