@@ -124,7 +124,6 @@ def test_explained_bounds_on_hand_computed_shares() -> None:
     assert (e["low"][0], e["high"][0]) == pytest.approx((0.06, 0.12))
 
 
-@pytest.mark.slow
 def test_twin_attribution_against_the_fleets_own_simulator(rag: Fleet) -> None:
     """The twin, fitted on the export alone, replayed at N and 4 N: the part capacity causes within
     +-25 % (or 0.2 pp) of the truth (the fleet's simulator replaying the same arrivals at 4 N), the

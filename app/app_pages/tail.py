@@ -92,13 +92,18 @@ for note in mine_scope["notes"]:
 if mine_scope["worst_signal"]:
     worst = next(r for r in mine_scope["signals"] if r["signal"] == mine_scope["worst_signal"])
     st.caption(f"Worst predictor of the following windows: {md(worst['label'])}.")
-st.plotly_chart(tail_view.correlation_by_lead(tail_view.correlation_frame(mine_scope)), key="tail_lead_chart",
-                width="stretch")
-windows = cache.tail_signal_windows(db, minute, promises, scope)
-st.plotly_chart(tail_view.signals_over_time(windows), key="tail_signals_chart", width="stretch")
-which = st.selectbox("Level curve of", [r["label"] for r in mine_scope["signals"]], key=state.TAIL_SIGNAL)
-chosen = next(r for r in mine_scope["signals"] if r["label"] == which)
-st.plotly_chart(tail_view.level_curve(windows, chosen), key="tail_level_chart", width="stretch")
+if mine_scope["signals"]:
+    st.plotly_chart(tail_view.correlation_by_lead(tail_view.correlation_frame(mine_scope)), key="tail_lead_chart",
+                    width="stretch")
+    windows = cache.tail_signal_windows(db, minute, promises, scope)
+    st.plotly_chart(tail_view.signals_over_time(windows), key="tail_signals_chart", width="stretch")
+    labels = [r["label"] for r in mine_scope["signals"]]
+    which = st.selectbox("Level curve of", labels, key=state.TAIL_SIGNAL)
+    chosen = next(r for r in mine_scope["signals"] if r["label"] == (which or labels[0]))
+    st.plotly_chart(tail_view.level_curve(windows, chosen), key="tail_level_chart", width="stretch")
+else:
+    st.info("No waiting, running, KV-cache, preemption or GPU utilisation series in these data: nothing to set "
+            "against the breach share.")
 st.caption("Spearman rank correlation of the signal at t with the breach share at t + lead (each point with its "
            "number of windows); the level is where an isotonic fit of breach share on the signal exceeds its floor "
            "by the budget rate (1 − target); the rule scales on the waiting queue or the running batch, never on "

@@ -38,7 +38,7 @@ def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise]
 
 
 def _pct(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{100 * x:.{digits}f} %"
+    return "n/a" if x is None or x != x else f"{100 * x:.{digits}f} %"  # x != x: NaN
 
 
 def _interval(lo: float | None, hi: float | None) -> str:
