@@ -671,7 +671,8 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pt.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pt, default_memory=True)
-    pt.set_defaults(func=cmd_tail)
+    _add_store(pt)
+    pt.set_defaults(func=lambda a: _with_live(a, "tail", cmd_tail))
 
     pf = sub.add_parser("fetch", help="read the raw serving samples of a live Prometheus-compatible store into a "
                         "long Parquet file (what headroom load reads)")
