@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.cube", "app.promise"),
     ("app.records",),
     ("app.load", "app.live"),
+    ("app.pushdown",),
     ("app.economics", "app.report", "app.rules"),
     ("app.tail",),
     ("app.ui",),
