@@ -274,7 +274,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom tail: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        ids, reports = _load_for_analysis(ws, args.files)
+        ids, reports = _load_for_analysis(ws, args.files, args, "tail")
         if not ids:
             sys.stderr.write("headroom tail: no dataset loaded\n")
             return 1

@@ -213,7 +213,8 @@ def test_headroom_tail_prints_the_documented_json_markdown_and_csv(rag: Fleet, t
     flags = [str(export_file), "--promise", "svc-a=1.0/0.05", "--promise", "svc-b=0.5/0.05", "--window", "1m"]
     assert cli.main(["tail", *flags, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"datasets", "start", "end", "window_s", "promises", "attribution", "twin", "signals"}
+    assert set(doc) == {"datasets", "start", "end", "window_s", "counts", "promises", "attribution", "twin", "signals"}
+    assert doc["counts"] == "exact: increases of the raw samples"
     assert doc["datasets"] == ["f2.parquet"] and doc["window_s"] == 60 and doc["twin"] is None
     assert [a["path"] for a in doc["attribution"]] == ["svc-a", "svc-b"]
     a = doc["attribution"][0]

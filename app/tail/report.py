@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from app import promise as pm
+from app.cube import pulled_by_store
 from app.escape import csv_row, md, visible
 from app.store import Workspace
 from app.tail import attribution, signals
@@ -27,8 +28,12 @@ def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise]
     att = attribution.attribute(ws, cube_id, promises, start, end)
     paths = [r["path"] for r in attribution.to_json(att)]
     scopes = [signals.FLEET] + paths
+    pulls = pulled_by_store(ws, cube_id)
+    counts = ("exact: increases of the raw samples" if not pulls else
+              "extrapolated: PromQL increase() computed by the store (" + ", ".join(sorted({p["url"] for p in pulls}))
+              + "); the attribution and the signals read those counts")
     return {
-        "datasets": datasets, "start": _iso(start), "end": _iso(end), "window_s": window_s,
+        "datasets": datasets, "start": _iso(start), "end": _iso(end), "window_s": window_s, "counts": counts,
         "promises": [{k: v for k, v in p.as_param().items() if v is not None} for p in promises],
         "attribution": attribution.to_json(att),
         "twin": None if twin_rows is None else [r.as_json() for r in twin_rows],
@@ -67,7 +72,8 @@ def header_lines(doc: dict[str, Any]) -> list[str]:
         + (f", e2e {p['e2e_s']} s" if p.get("e2e_s") else "") + f", target {100 * p['target']:g} %"
         for p in doc["promises"])
     return [f"Where the tail lives {doc['start']} .. {doc['end']} (windows of {doc['window_s']} s)", "",
-            f"Datasets: {', '.join(md(d) for d in doc['datasets']) or '(none)'}. Promises: {promises}.", ""]
+            f"Datasets: {', '.join(md(d) for d in doc['datasets']) or '(none)'}. Promises: {promises}.", ""] + (
+                [] if doc.get("counts", "exact").startswith("exact") else [f"Counts: {md(doc['counts'])}.", ""])
 
 
 def to_markdown(doc: dict[str, Any]) -> str:
