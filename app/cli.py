@@ -235,6 +235,79 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+# -- tail ------------------------------------------------------------------------------------------
+def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
+    """``--e2e [PATH=]SECONDS``: an end-to-end threshold on a path's promise (no PATH: every promise)."""
+    from dataclasses import replace
+
+    from app import promise as pm
+
+    e2e: dict[str, float] = {}
+    for item in items:
+        path, _, seconds = item.rpartition("=")
+        try:
+            e2e[path or pm.ALL_PATHS] = float(seconds)
+        except ValueError:
+            raise ValueError(f"--e2e {item!r}: expected [PATH=]SECONDS") from None
+    out = []
+    for p in promises:
+        value = e2e.get(p.path, e2e.get(pm.ALL_PATHS))
+        out.append(replace(p, e2e_s=value) if value is not None else p)
+    return out
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from app import report
+    from app.cube import ensure_cube, parse_window
+    from app.tail import report as tail_report
+
+    try:
+        window_s = parse_window(args.window)
+        promises = _with_e2e(_promises(args), args.e2e or [])
+        start, end = report.parse_time(args.start), report.parse_time(args.end)
+        prices = None
+        if args.twin:
+            from app.economics.inputs import parse_breach_prices
+
+            prices = parse_breach_prices(args.breach_price or [])
+    except ValueError as exc:
+        sys.stderr.write(f"headroom tail: {exc}\n")
+        return 2
+    with _workspace(args) as ws:
+        ids, reports = _load_for_analysis(ws, args.files, args, "tail")
+        if not ids:
+            sys.stderr.write("headroom tail: no dataset loaded\n")
+            return 1
+        labels = args.path_label or ws.path_labels()
+        cube_id = ensure_cube(ws, ids, window_s, labels)
+        names = [r[0] for r in ws.cursor().execute(
+            "select name from datasets where list_contains($ids, dataset_id) order by dataset_id", {"ids": ids}).fetchall()]
+        twin_rows = None
+        try:
+            if args.twin:
+                from app.economics import scenarios
+                from app.tail import twin
+
+                progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
+                analysis = scenarios.analyse(ws, ids, promises, list(labels), observed_replicas=args.observed_replicas,
+                                             seeds=args.seeds, progress=progress)
+                twin_rows = twin.attribute(analysis, prices, args.horizon_hours, seeds=args.seeds, progress=progress)
+            doc = tail_report.build(ws, cube_id, window_s, promises, names, start, end, twin_rows)
+        except ValueError as exc:
+            sys.stderr.write(f"headroom tail: {exc}\n")
+            return 1
+    if not doc["attribution"]:
+        sys.stderr.write("headroom tail: no TTFT histogram with a promise in the data: nothing to attribute\n")
+        return 1
+    if args.format == "json":
+        _write(dumps(doc))
+    elif args.format == "csv":
+        _write(tail_report.to_csv(doc))
+    else:
+        _write(tail_report.to_markdown(doc))
+    return 1 if any(r.status == "failed" for r in reports) else 0
+
+
 # -- live stores -----------------------------------------------------------------------------------
 def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--prometheus", metavar="URL", required=required,
@@ -625,6 +698,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(pr, default_memory=True)
     _add_store(pr)
     pr.set_defaults(func=lambda a: _with_live(a, "report", cmd_report))
+
+    pt = sub.add_parser("tail", help="where the tail lives: breaches queueing explains, what headroom can buy "
+                        "down (--twin), and which signal leads breach, with a scaling rule")
+    pt.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
+    pt.add_argument("--promise", action="append",
+                    help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
+    pt.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
+    pt.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
+    pt.add_argument("--e2e", action="append", help="[PATH=]SECONDS: an end-to-end threshold whose breaches are "
+                    "attributed to queue, prefill and decode time")
+    pt.add_argument("--window", default="1m", help="window length, 1m to 1d (default 1m: leads of 0-15 minutes in minutes)")
+    pt.add_argument("--start", help="first window start, ISO-8601, Unix seconds or relative (default: start of data)")
+    pt.add_argument("--end", help="end of the range (default: end of data)")
+    pt.add_argument("--twin", action="store_true", help="also fit the twin and replay the observed demand at N, 2N "
+                    "and 4N: the breaches capacity causes, per month and in dollars (about the time of headroom scenarios' fit)")
+    pt.add_argument("--breach-price", action="append", help="with --twin: PATH=USD (or USD for every path)")
+    pt.add_argument("--horizon-hours", type=float, default=720.0, help="with --twin: hours of a month (default 720)")
+    pt.add_argument("--observed-replicas", type=int, help="with --twin: replicas behind the data (default: inferred)")
+    pt.add_argument("--seeds", type=int, default=3, help="with --twin: replay seeds (default 3)")
+    pt.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pt.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
+    _add_db(pt, default_memory=True)
+    _add_store(pt)
+    pt.set_defaults(func=lambda a: _with_live(a, "tail", cmd_tail))
 
     pf = sub.add_parser("fetch", help="read the raw serving samples of a live Prometheus-compatible store into a "
                         "long Parquet file (what headroom load reads)")

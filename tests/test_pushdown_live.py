@@ -284,6 +284,26 @@ def test_report_on_the_pushdown_agrees_with_the_file_within_extrapolation(prom: 
         assert live[path]["requests"] != file[path]["requests"]
 
 
+def test_tail_on_the_pushdown_says_its_counts_are_the_stores(prom: Served, tmp_path: Path) -> None:
+    """``headroom tail --prometheus URL --pushdown`` runs on the pulled cube: the same paths as on the file,
+    its TTFT shares the report's on the same pull, and it says the counts are extrapolated."""
+    om = ef.write_openmetrics(prom.frame, tmp_path / "fleet.om.txt")
+    args = ["--start", str(E0), "--end", str(E0 + WHOLE), "--promise", "0.5/0.05", "--window", "5m", "--format", "json"]
+    docs = {}
+    for name, command, source in (("live", "tail", ["--prometheus", prom.url, "--pushdown"]), ("file", "tail", [str(om)]),
+                                  ("report", "report", ["--prometheus", prom.url, "--pushdown"])):
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert cli.main([command, *source, *args]) == 0
+        docs[name] = json.loads(out.getvalue())
+    assert docs["live"]["counts"].startswith("extrapolated: PromQL increase() computed by the store")
+    assert docs["file"]["counts"] == "exact: increases of the raw samples"
+    live = {a["path"]: a for a in docs["live"]["attribution"]}
+    assert live.keys() == {a["path"] for a in docs["file"]["attribution"]} and len(live) == 2
+    for p in docs["report"]["paths"]:
+        assert live[p["path"]]["ttft_share"]["share"] == pytest.approx(p["ttft"]["share"], abs=1e-12)
+
+
 def test_fetch_pushdown_keeps_one_dataset_per_pull(prom: Served, tmp_path: Path) -> None:
     db = tmp_path / "ws.duckdb"
     base = ["fetch", "--prometheus", prom.url, "--pushdown", "--start", str(E0), "--end", str(E0 + WHOLE),
