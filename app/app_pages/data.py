@@ -32,6 +32,7 @@ if submitted and uploads:
         loaded = data_view.load_uploads(ws, uploads)
         data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
         st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
+        st.session_state[state.LAST_MESSAGES] = data_view.load_messages(loaded)
 with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or VictoriaMetrics"):
     # the token field gets a new key after each read: the next run draws it empty, and Streamlit drops
     # the old one's value (the token is never shown again)
@@ -61,15 +62,12 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
                           "complete", expanded=report.status == "failed")
         data_view.add_to_analysis(ws, mine, [report])
         st.session_state[state.LAST_REPORTS] = data_view.report_rows([report])
+        st.session_state[state.LAST_MESSAGES] = data_view.load_messages([report])
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
-    for r in reports.itertuples(index=False):
-        if r.status == "failed":
-            st.error(f"**{md(r.file)}** was not loaded: {md(r.errors)}")
-        else:
-            st.success(f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, "
-                       f"{r.series:,} series, {r.samples:,} samples, paths: {md(r.paths or 'none')}")
+    for level, text in st.session_state.get(state.LAST_MESSAGES, []):
+        {"error": st.error, "warning": st.warning, "success": st.success}[level](text)
     st.dataframe(reports, hide_index=True, key="last_load_table")
 
 

@@ -14,6 +14,7 @@ SESSION_ID = "session_id"  # this browser session's id (``app.ui.session``), mir
 # data
 UPLOADS = "data_uploads"
 LAST_REPORTS = "data_last_reports"
+LAST_MESSAGES = "data_last_messages"  # per file of the last load: (level, markdown)
 WINDOW = "data_window"
 PATH_LABELS = "data_path_labels"
 PATH_RULES = "data_path_rules"

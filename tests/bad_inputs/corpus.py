@@ -279,7 +279,8 @@ def _json_cases() -> list[Case]:
     add = c.append
     series = _api_series(RUNNING, [[T_S, "1"], [T_S + 15, "2"]], model_name="m")
     add(Case("truncated_mid_json", "cut.json", _api([series])[:-25], "failed",
-             r"^cut\.json: not a Prometheus API JSON file"))
+             r"^cut\.json: not a Prometheus API JSON file: malformed JSON at byte \d+: unexpected end of data "
+             r"\(the file ends mid-object: truncated\?\)$"))
     add(Case("error_envelope", "error.json",
              json.dumps({"status": "error", "errorType": "bad_data", "error": "1:5: parse error"}).encode(), "failed",
              r"^error\.json: the server returned an error: bad_data: 1:5: parse error"))
