@@ -195,7 +195,7 @@ def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Sourc
     report = LoadReport(file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
                         format=kind, gzip=src.gzip, samples=int(n), start=_iso(t_min), end=_iso(t_max),
                         time_source="samples", signals=["per-request records"], paths=paths,
-                        notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
+                        notes=[*src.notes, f"{n} per-request records ({failed} failed): exact joint breach shares"])
     if dropped:
         report.notes.append(f"dropped {dropped} record(s) whose times fall outside 1970-2200 (a wrong unit or a "
                             "corrupt field)")

@@ -52,7 +52,7 @@ def sniff(src: Source) -> str | None:
     text = head.decode("utf-8", errors="replace").lstrip()
     if not text.startswith("{"):
         return None
-    if '"num_prompts"' in text and ('"endpoint_type"' in text or '"backend"' in text):
+    if ('"num_prompts"' in text or '"ttfts"' in text) and ('"endpoint_type"' in text or '"backend"' in text):
         if not _contains(src.path, b'"ttfts"'):
             raise IngestError(src.display, "vllm bench result saved without --save-detailed: it holds no "
                               "per-request ttfts/latencies (rerun with --save-result --save-detailed)")

@@ -71,6 +71,7 @@ class Source:
     display: str  # file name as the user gave it
     original: Path  # the path as given (its name and mtime may carry the snapshot time)
     gzip: bool = False
+    notes: list[str] = field(default_factory=list)  # how the bytes were made readable (UTF-16 decoded)
 
     def head(self, n: int = 65536) -> bytes:
         with self.path.open("rb") as fh:
