@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from app import cube, ingest, records, sql
+from app.ingest import checks
 from app.ingest.base import IngestError
 from app.ingest.checks import where_word
 from app.ingest.frame import digest_frame, stage_frame
@@ -104,15 +105,23 @@ def internal_error(display: str, exc: Exception) -> str:
 
 
 def load_frame(ws: Workspace, frame: pd.DataFrame, name: str) -> LoadReport:
-    """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset."""
+    """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset, through the same
+    checks as a file (``app.ingest.checks``: what no number may be computed from is dropped or repaired,
+    with a note naming the series and the frame's row)."""
     cur = ws.cursor()
     try:
         digest = digest_frame(cur, frame)
     finally:
         cur.close()
     src = ingest.Source(path=Path(name), display=name, original=Path(name))
-    return _load(ws, name, digest, name, lambda con: stage_frame(con, frame),
-                 lambda con, staged: _commit_staged(con, staged, src, digest, name))
+
+    def stage(con: duckdb.DuckDBPyConnection) -> ingest.Staged:
+        sql.ensure_macros(con)
+        staged = stage_frame(con, frame)
+        checks.check(con, src, staged)
+        return staged
+
+    return _load(ws, name, digest, name, stage, lambda con, staged: _commit_staged(con, staged, src, digest, name))
 
 
 def _load(ws: Workspace, display: str, digest: str, name: str, stager: Stager,
