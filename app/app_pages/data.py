@@ -48,7 +48,11 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
         end = c[1].text_input("End", value="now", key=state.LIVE_END)
         match = c[2].text_input("Series selector (optional)", placeholder='{job="vllm"}', key=state.LIVE_MATCH)
         chunk = c[3].text_input("Time per query", value="1h", key=state.LIVE_CHUNK)
-        insecure = st.checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
+        c = st.columns([1, 3], vertical_alignment="bottom")
+        timeout_s = c[0].number_input("Timeout per request (s)", min_value=1.0, max_value=600.0, value=30.0, step=5.0,
+                                      key=state.LIVE_TIMEOUT, help="a store that does not answer within this fails "
+                                      "the read (retries of 5xx and 429 answers wait within it too)")
+        insecure = c[1].checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
         read = st.form_submit_button("Read")
     st.caption("Reads the raw samples of the serving metrics (no extrapolation: the cube is the one a file of the "
                "same data gives) and loads them as a dataset, shared like an upload. The token is used for the "
@@ -56,7 +60,7 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
     if read:
         st.session_state[state.LIVE_TOKEN_GEN] = st.session_state.get(state.LIVE_TOKEN_GEN, 0) + 1
         with st.status(f"Reading {md(url)}…", expanded=True) as status:
-            report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure,
+            report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure, timeout_s,
                                           progress=lambda line: st.write(md(line)))
             status.update(label=f"{md(url)}: {report.status}", state="error" if report.status == "failed" else
                           "complete", expanded=report.status == "failed")
