@@ -95,12 +95,12 @@ def _gunzip(path: Path, display: str, tmp: Path) -> Path:
 
 _ENCODING_NAMES = {"utf-16": "with a byte-order mark", "utf-16-le": "little-endian, no byte-order mark",
                    "utf-16-be": "big-endian, no byte-order mark"}
-_TEXT_BYTES = frozenset(b"\t\n\r" + bytes(range(0x20, 0x7F)))
+_TEXT_BYTES = frozenset(b"\t\n\r" + bytes(range(0x20, 0x7F)) + bytes(range(0xA0, 0x100)))  # Latin-1 text
 
 
 def utf16_encoding(head: bytes) -> str | None:
     """``utf-16`` for a head starting with a UTF-16 BOM, ``utf-16-le``/``-be`` for one whose every other
-    byte is NUL and the others printable ASCII (text a BOM-less writer left), else None."""
+    byte is NUL and the others printable Latin-1 (text a BOM-less writer left), else None."""
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
     units = len(head) // 2

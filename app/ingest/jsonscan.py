@@ -47,21 +47,15 @@ def members(path: Path) -> list[Member]:
         while chunk := fh.read(CHUNK):
             a = np.frombuffer(chunk, dtype=np.uint8)
             n = len(a)
-            idx = np.arange(n, dtype=np.int64)
-            # the last position at or before i that is not a backslash (-1: none in this chunk)
-            last_plain = np.maximum.accumulate(np.where(a != _BACKSLASH, idx, -1))
             quotes = np.flatnonzero(a == _QUOTE)
-            before = quotes - 1
-            run = np.where(before >= 0, before - last_plain[np.maximum(before, 0)], 0)
-            run = np.where((before < 0) | (last_plain[np.maximum(before, 0)] < 0), run + bs_run, run)
-            real = quotes[run % 2 == 0]  # quotes not escaped
+            real = quotes[_unescaped(a, quotes, bs_run)]
             toggles = np.zeros(n, dtype=np.uint8)
             toggles[real] = 1
             inside = np.bitwise_xor.accumulate(toggles) ^ in_string  # 1 inside a string (and on its quotes)
             outside = inside == 0
             step = np.zeros(n, dtype=np.int8)
-            step[np.isin(a, _OPEN) & outside] = 1
-            step[np.isin(a, _CLOSE) & outside] = -1
+            step[((a == _OPEN[0]) | (a == _OPEN[1])) & outside] = 1
+            step[((a == _CLOSE[0]) | (a == _CLOSE[1])) & outside] = -1
             level = depth + np.cumsum(step, dtype=np.int32)
             if start is None:
                 opened = np.flatnonzero((level == 1) & (step == 1))
@@ -84,7 +78,8 @@ def members(path: Path) -> list[Member]:
                     rest = fh.read(1 << 20)
                 break
             in_string, depth = int(inside[-1]), int(level[-1])
-            bs_run = int(n - 1 - last_plain[-1]) + (bs_run if last_plain[-1] < 0 else 0)
+            trailing = n - len(chunk.rstrip(b"\\"))  # backslashes ending the chunk: they may escape the next byte
+            bs_run = trailing + (bs_run if trailing == n else 0)
             offset += n
     if end is None:
         where = "inside a string" if in_string else f"with {depth} bracket(s) still open"
@@ -102,6 +97,27 @@ def members(path: Path) -> list[Member]:
             out.append(Member(str(key), sep + 1, value_end))
         prev = sep
     return out
+
+
+def _unescaped(a: np.ndarray, quotes: np.ndarray, carried: int) -> np.ndarray:
+    """Which of the ``quotes`` (positions in chunk ``a``) are not escaped: not preceded by an odd run of
+    backslashes (``carried``: the run that ended the previous chunk). Works on the backslashes only,
+    which are few."""
+    slashes = np.flatnonzero(a == _BACKSLASH)
+    if not len(slashes) and not carried:
+        return np.ones(len(quotes), dtype=bool)
+    # the run of backslashes ending just before each quote: its length from the run's first backslash
+    starts = np.ones(len(slashes), dtype=bool)
+    starts[1:] = np.diff(slashes) != 1
+    first_of_run = slashes[np.maximum.accumulate(np.where(starts, np.arange(len(slashes)), 0))] if len(slashes) else slashes
+    at = np.searchsorted(slashes, quotes - 1)
+    hit = (at < len(slashes)) & (slashes[np.minimum(at, max(len(slashes) - 1, 0))] == quotes - 1) if len(slashes) \
+        else np.zeros(len(quotes), dtype=bool)
+    run = np.zeros(len(quotes), dtype=np.int64)
+    run[hit] = quotes[hit] - first_of_run[at[hit]]
+    run[(run == quotes) & hit] += carried  # a run from the chunk's first byte continues the carried one
+    run[quotes == 0] = carried
+    return run % 2 == 0
 
 
 def _read(path: Path, lo: int, hi: int) -> bytes:
