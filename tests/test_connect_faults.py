@@ -97,6 +97,7 @@ FAULTS = [  # (path, the words the one line must hold)
 ]
 
 
+@pytest.mark.slow  # eight reads, the slow ones waiting out the timeout and the retries: about 10 s
 def test_each_fault_is_one_line_on_the_page_and_the_token_is_nowhere(store: str, scratch_tmp: Path,
                                                                       workspace_db: Path) -> None:  # noqa: F811
     at = open_app()
