@@ -56,3 +56,13 @@ def test_what_is_not_one_object(text: str, message: str, tmp_path: Path) -> None
     with pytest.raises(jsonscan.JsonScanError, match=message.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[")):
         jsonscan.members(path)
+
+
+def test_an_object_of_endless_members_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonscan, "MAX_MEMBERS", 100)
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({f"k{i}": i for i in range(101)}))
+    with pytest.raises(jsonscan.JsonScanError, match="more than 100 members at the top level"):
+        jsonscan.members(path)
+    path.write_text(json.dumps({f"k{i}": i for i in range(100)}))
+    assert len(jsonscan.members(path)) == 100

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 CHUNK = 4 << 20  # bytes scanned at a time: the scan's memory is a few times this
+MAX_MEMBERS = 100_000  # a vllm bench result has about 50
 _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _OPEN, _CLOSE = (91, 123), (93, 125)  # [ {  and  ] }
 _SPACE = b" \t\r\n"
@@ -64,7 +65,10 @@ def members(path: Path) -> list[Member]:
             closed = np.flatnonzero((level == 0) & (step == -1))
             limit = int(closed[0]) if len(closed) else n  # the object's closing '}', if in this chunk
             top = outside[:limit] & (level[:limit] == 1)
-            for i in np.flatnonzero(top & ((a[:limit] == _COLON) | (a[:limit] == _COMMA))).tolist():
+            found = np.flatnonzero(top & ((a[:limit] == _COLON) | (a[:limit] == _COMMA)))
+            if len(seps) + len(found) > 2 * MAX_MEMBERS:  # the positions are kept: bound them
+                raise JsonScanError(f"more than {MAX_MEMBERS:,} members at the top level of the object")
+            for i in found.tolist():
                 seps.append(offset + i)
                 if a[i] == _COLON:
                     colons.add(offset + i)
