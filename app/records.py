@@ -38,6 +38,11 @@ FAR_PAST, FAR_FUTURE = datetime(1970, 1, 1), datetime(2200, 1, 1)
 # the members of a vllm bench result records__from_vllm_bench reads (not itls, generated_texts: most
 # of a --save-detailed file)
 VLLM_BENCH_FIELDS = {"date", "model_id", "ttfts", "latencies", "input_lens", "output_lens", "errors", "start_times"}
+# a GenAI-Perf profile_export.json: {"experiments": [{"requests": [{...}]}]}, each request at depth 5;
+# its prompt and streamed responses are most of the file and no share reads them
+GENAI_PERF_REQUEST_DEPTH = 5
+GENAI_PERF_UNREAD = {"request_inputs", "response_outputs"}
+GENAI_PERF_MAX_MEMBERS = 10_000_000
 
 
 def sniff(src: Source) -> str | None:
@@ -88,25 +93,30 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str
     params = {"path": str(src.path)}
     if "path_name" in sql.get(query).params:
         params["path_name"] = path_name
-    if kind != "vllm-bench-json":
+    if kind not in ("vllm-bench-json", "genai-perf-json"):
         sql.materialize(con, query, "stage_records", **params)
         return
+    # one JSON object of up to gigabytes, mostly what no share needs: read a slim copy
     with tempfile.TemporaryDirectory(prefix="headroom-records-") as tmp:
         slim = Path(tmp) / "fields.json"
+        what = "vllm bench result" if kind == "vllm-bench-json" else "GenAI-Perf profile export"
         try:
-            found = jsonscan.slim(src.path, VLLM_BENCH_FIELDS, slim)
+            if kind == "vllm-bench-json":
+                missing = sorted({"ttfts", "latencies", "output_lens"} - jsonscan.slim(src.path, VLLM_BENCH_FIELDS, slim))
+                if missing:
+                    raise IngestError(src.display, f"{what} without {', '.join(missing)}: no per-request records")
+            else:
+                jsonscan.without(src.path, GENAI_PERF_REQUEST_DEPTH, GENAI_PERF_UNREAD, slim,
+                                 max_members=GENAI_PERF_MAX_MEMBERS)
         except jsonscan.JsonScanError as exc:
-            raise IngestError(src.display, f"not a complete vllm bench result: {exc}") from None
-        missing = sorted({"ttfts", "latencies", "output_lens"} - found)
-        if missing:
-            raise IngestError(src.display, f"vllm bench result without {', '.join(missing)}: no per-request records")
+            raise IngestError(src.display, f"not a complete {what}: {exc}") from None
         params["path"] = str(slim)
         try:
             sql.materialize(con, query, "stage_records", max_object_size=json_object_limit(
                 Source(path=slim, display=src.display, original=src.original)), **params)
         except duckdb.Error as exc:  # a field of the wrong type (a string where numbers are)
             first = str(exc).splitlines()[0].replace(str(slim), src.display)
-            raise IngestError(src.display, f"a vllm bench field is not what vLLM writes: {first}") from None
+            raise IngestError(src.display, f"a {what} field is not what {what.split()[0]} writes: {first}") from None
 
 
 def exact_joint_shares(ws: Workspace, dataset_ids: list[int], promises: Sequence[Promise], start: datetime | None,

@@ -62,7 +62,49 @@ def test_an_object_of_endless_members_is_refused(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(jsonscan, "MAX_MEMBERS", 100)
     path = tmp_path / "wide.json"
     path.write_text(json.dumps({f"k{i}": i for i in range(101)}))
-    with pytest.raises(jsonscan.JsonScanError, match="more than 100 members at the top level"):
+    with pytest.raises(jsonscan.JsonScanError, match="more than 100 members in the objects at depth 1"):
         jsonscan.members(path)
     path.write_text(json.dumps({f"k{i}": i for i in range(100)}))
     assert len(jsonscan.members(path)) == 100
+
+
+def _members_at(value: object, depth: int, level: int = 1) -> list[tuple[str, object]]:
+    """The oracle: (key, value) of every member of the objects at ``depth``, in document order."""
+    out: list[tuple[str, object]] = []
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    if isinstance(value, dict) and level == depth:
+        out += list(value.items())
+    for _, child in children:
+        if isinstance(child, dict | list):
+            out += _members_at(child, depth, level + (isinstance(child, dict | list)))
+    return out
+
+
+def _dropped(value: object, depth: int, drop: set[str], level: int = 1) -> object:
+    if isinstance(value, dict):
+        return {k: None if level == depth and k in drop else _dropped(v, depth, drop, level + 1)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dropped(v, depth, drop, level + 1) for v in value]
+    return value
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=st.dictionaries(TEXT, VALUES, min_size=1, max_size=5), depth=st.integers(1, 4),
+       chunk=st.sampled_from([1, 3, 7, 1 << 20]))
+def test_members_at_any_depth_and_dropping_them(doc: dict, depth: int, chunk: int,
+                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = tmp_path_factory.mktemp("deep")
+    path = tmp / "doc.json"
+    raw = json.dumps(doc).encode()
+    path.write_bytes(raw)
+    jsonscan.CHUNK, old = chunk, jsonscan.CHUNK
+    try:
+        found = [(m.key, json.loads(raw[m.value_start:m.value_end])) for m in jsonscan.members(path, depth)]
+        assert found == _members_at(doc, depth)
+        drop = {k for k, _ in found[::2]}
+        n = jsonscan.without(path, depth, drop, tmp / "without.json")
+        assert n == sum(1 for k, _ in found if k in drop)
+        assert json.loads((tmp / "without.json").read_bytes()) == _dropped(doc, depth, drop)
+    finally:
+        jsonscan.CHUNK = old

@@ -15,7 +15,7 @@ import pytest
 
 from app import load
 from app.store import Workspace
-from tests.support import vllm_bench
+from tests.support import genai_perf, vllm_bench
 
 REPO = Path(__file__).resolve().parent.parent
 _PEAK = """
@@ -43,6 +43,18 @@ def test_the_records_of_a_detailed_result(tmp_path: Path) -> None:
     assert ttft_sum == pytest.approx(truth["ttft_sum"], rel=1e-12)
     assert tpot_sum == pytest.approx(truth["tpot_sum"], rel=1e-12)
     assert paths == ["meta-llama/Llama-3.1-8B-Instruct"]
+
+
+def test_the_records_of_a_genai_perf_export(tmp_path: Path) -> None:
+    """The prompts and streamed responses (most of the file) are left out before DuckDB reads it."""
+    path = tmp_path / "profile_export.json"
+    truth = genai_perf.write(path, 500)
+    with Workspace(":memory:") as ws:
+        report = load.load_file(ws, path)
+        assert report.status == "loaded" and report.format == "genai-perf-json", report.errors
+        n, ttft_sum = ws.con.execute("select count(*), sum(ttft_s) from request_records").fetchone()
+    assert n == truth["requests"] == 500
+    assert ttft_sum == pytest.approx(truth["ttft_sum"], rel=1e-12)
 
 
 def _peak(path: Path) -> dict:

@@ -11,6 +11,7 @@ byte, into a small JSON object that DuckDB then reads (every per-request computa
 from __future__ import annotations
 
 import json
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,10 @@ MAX_MEMBERS = 100_000  # a vllm bench result has about 50
 _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _OPEN, _CLOSE = (91, 123), (93, 125)  # [ {  and  ] }
 _SPACE = b" \t\r\n"
+_STRUCTURAL = np.zeros(256, dtype=bool)
+_STRUCTURAL[[*_OPEN, *_CLOSE, _COLON, _COMMA]] = True
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[list(_OPEN)], _STEP[list(_CLOSE)] = 1, -1
 
 
 class JsonScanError(ValueError):
@@ -34,12 +39,16 @@ class Member:
     value_end: int
 
 
-def members(path: Path) -> list[Member]:
-    """The members of the top-level object of ``path``, in file order (values not parsed)."""
-    seps: list[int] = []  # top-level ':' and ',' and the closing '}', in order
-    colons: set[int] = set()
-    start = end = None
-    in_string, bs_run, depth, offset = 0, 0, 0, 0
+_OPENS, _KEY, _NEXT, _CLOSES = 0, 1, 2, 3  # kinds of separator: '{', ':', ',', '}' of objects at the depth asked
+
+
+def _separators(path: Path, depth: int, max_members: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and kinds of the separators of every object at ``depth`` (1: the top-level object):
+    its opening ``{``, the ``:`` and ``,`` directly inside it, its closing ``}``."""
+    positions: list[np.ndarray] = []
+    kinds: list[np.ndarray] = []
+    count = 0
+    in_string, bs_run, level_in, offset, end = 0, 0, 0, 0, None
     with path.open("rb") as fh:
         first = fh.read(1 << 10).lstrip(_SPACE)[:1]
         if first != b"{":
@@ -53,53 +62,61 @@ def members(path: Path) -> list[Member]:
             toggles = np.zeros(n, dtype=np.uint8)
             toggles[real] = 1
             inside = np.bitwise_xor.accumulate(toggles) ^ in_string  # 1 inside a string (and on its quotes)
-            outside = inside == 0
-            step = np.zeros(n, dtype=np.int8)
-            step[((a == _OPEN[0]) | (a == _OPEN[1])) & outside] = 1
-            step[((a == _CLOSE[0]) | (a == _CLOSE[1])) & outside] = -1
-            level = depth + np.cumsum(step, dtype=np.int32)
-            if start is None:
-                opened = np.flatnonzero((level == 1) & (step == 1))
-                if len(opened):
-                    start = offset + int(opened[0])
+            # the structural bytes outside strings, and the depth after each (a sparse cumulative sum)
+            marks = np.flatnonzero((inside == 0) & _STRUCTURAL[a])
+            chars = a[marks]
+            step = _STEP[chars]
+            level = level_in + np.cumsum(step, dtype=np.int64)
             closed = np.flatnonzero((level == 0) & (step == -1))
-            limit = int(closed[0]) if len(closed) else n  # the object's closing '}', if in this chunk
-            top = outside[:limit] & (level[:limit] == 1)
-            found = np.flatnonzero(top & ((a[:limit] == _COLON) | (a[:limit] == _COMMA)))
-            if len(seps) + len(found) > 2 * MAX_MEMBERS:  # the positions are kept: bound them
-                raise JsonScanError(f"more than {MAX_MEMBERS:,} members at the top level of the object")
-            for i in found.tolist():
-                seps.append(offset + i)
-                if a[i] == _COLON:
-                    colons.add(offset + i)
+            limit = int(closed[0]) + 1 if len(closed) else len(marks)  # up to the top-level object's '}'
+            marks, chars, step, level = marks[:limit], chars[:limit], step[:limit], level[:limit]
+            kind = np.full(limit, -1, dtype=np.int8)
+            kind[(chars == _OPEN[1]) & (level == depth)] = _OPENS
+            kind[(chars == _COLON) & (level == depth)] = _KEY
+            kind[(chars == _COMMA) & (level == depth)] = _NEXT
+            kind[(chars == _CLOSE[1]) & (level == depth - 1)] = _CLOSES
+            found = kind >= 0
+            count += int((kind == _KEY).sum())
+            if count > max_members:  # their positions are kept: bound them
+                raise JsonScanError(f"more than {max_members:,} members in the objects at depth {depth}")
+            positions.append(marks[found] + offset)
+            kinds.append(kind[found])
             if len(closed):
-                end = offset + limit
-                seps.append(end)
-                rest = chunk[limit + 1:]
+                end = offset + int(marks[-1])
+                rest = chunk[int(marks[-1]) + 1:]
                 while rest:  # only white space may follow the object
                     if rest.strip(_SPACE):
                         raise JsonScanError(f"more data after the JSON object ends at byte {end}")
                     rest = fh.read(1 << 20)
                 break
-            in_string, depth = int(inside[-1]), int(level[-1])
+            in_string, level_in = int(inside[-1]), int(level[-1]) if len(level) else level_in
             trailing = n - len(chunk.rstrip(b"\\"))  # backslashes ending the chunk: they may escape the next byte
             bs_run = trailing + (bs_run if trailing == n else 0)
             offset += n
     if end is None:
-        where = "inside a string" if in_string else f"with {depth} bracket(s) still open"
+        where = "inside a string" if in_string else f"with {level_in} bracket(s) still open"
         raise JsonScanError(f"the JSON ends at byte {offset}, {where}: the file is truncated")
+    return np.concatenate(positions), np.concatenate(kinds)
+
+
+def members(path: Path, depth: int = 1, max_members: int | None = None, keys: set[str] | None = None
+            ) -> list[Member]:
+    """The members of every object at ``depth`` of ``path`` (1: the top-level object's), in file order
+    (values not parsed); with ``keys``, only the members of those names."""
+    positions, kinds = _separators(path, depth, MAX_MEMBERS if max_members is None else max_members)
     out = []
-    prev = start
-    for i, sep in enumerate(seps):
-        if sep in colons:
-            key_text = _read(path, prev + 1, sep)
-            value_end = seps[i + 1] if i + 1 < len(seps) else end
-            try:
-                key = json.loads(key_text)
-            except ValueError:
-                raise JsonScanError(f"a member name at byte {prev + 1} is not a JSON string") from None
-            out.append(Member(str(key), sep + 1, value_end))
-        prev = sep
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        prev = -1
+        pos, kind = positions.tolist(), kinds.tolist()
+        for i, (at, k) in enumerate(zip(pos, kind, strict=True)):
+            if k == _KEY and prev >= 0:
+                try:
+                    key = json.loads(mm[prev + 1:at])
+                except ValueError:
+                    raise JsonScanError(f"a member name at byte {prev + 1} is not a JSON string") from None
+                if keys is None or key in keys:
+                    out.append(Member(str(key), at + 1, pos[i + 1] if i + 1 < len(pos) else at + 1))
+            prev = at
     return out
 
 
@@ -122,6 +139,27 @@ def _unescaped(a: np.ndarray, quotes: np.ndarray, carried: int) -> np.ndarray:
     run[(run == quotes) & hit] += carried  # a run from the chunk's first byte continues the carried one
     run[quotes == 0] = carried
     return run % 2 == 0
+
+
+def without(path: Path, depth: int, drop: set[str], out: Path, max_members: int | None = None) -> int:
+    """Copy ``path`` to ``out`` with the value of every member named in ``drop`` of the objects at
+    ``depth`` replaced by ``null`` (the rest byte for byte); returns how many were replaced."""
+    cut = members(path, depth, max_members, keys=drop)
+    with path.open("rb") as src, out.open("wb") as dst:
+        at = 0
+        for m in [*cut, None]:
+            upto = m.value_start if m is not None else None
+            src.seek(at)
+            while upto is None or at < upto:
+                piece = src.read(1 << 20 if upto is None else min(1 << 20, upto - at))
+                if not piece:
+                    break
+                dst.write(piece)
+                at += len(piece)
+            if m is not None:
+                dst.write(b" null")
+                at = m.value_end
+    return len(cut)
 
 
 def _read(path: Path, lo: int, hi: int) -> bytes:
@@ -150,4 +188,4 @@ def slim(path: Path, keys: set[str], out: Path) -> set[str]:
     return set(chosen)
 
 
-__all__ = ["JsonScanError", "Member", "members", "slim"]
+__all__ = ["JsonScanError", "Member", "members", "slim", "without"]

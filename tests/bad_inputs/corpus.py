@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import vllm_bench
+from tests.support import genai_perf, vllm_bench
 
 # 2025-11-29T10:00:00Z: an hour boundary, so the 5-minute windows are easy to read
 T_S = 1_764_410_400
@@ -140,6 +140,13 @@ def _bench_cut(path: Path, after: bytes, extra: int) -> None:
     vllm_bench.write(path, 300)
     data = path.read_bytes()
     path.write_bytes(data[:data.index(after) + len(after) + extra])
+
+
+def _genai_cut(path: Path) -> None:
+    """A GenAI-Perf export of 50 requests cut inside a streamed response."""
+    genai_perf.write(path, 50)
+    data = path.read_bytes()
+    path.write_bytes(data[:data.index(b'"response_outputs"', len(data) // 2) + 40])
 
 
 def _junk(seed: int, n: int) -> bytes:
@@ -352,6 +359,9 @@ def _json_cases() -> list[Case]:
              lambda path: _bench_cut(path, b'"generated_texts": ["', 10), "failed",
              r"^vllm-bench-cut2\.json: not a complete vllm bench result: the JSON ends at byte \d+, inside a string: "
              r"the file is truncated$"))
+    add(Case("genai_perf_truncated", "profile_export.json", lambda path: _genai_cut(path), "failed",
+             r"^profile_export\.json: not a complete GenAI-Perf profile export: the JSON ends at byte \d+, inside a "
+             r"string: the file is truncated$"))
     add(Case("vllm_bench_wrong_type", "vllm-bench-type.json",
              json.dumps({"date": "20261128-101500", "backend": "vllm", "num_prompts": 2, "ttfts": ["fast", "slow"],
                          "latencies": [1, 2], "output_lens": [3, 4]}).encode(), "failed",
