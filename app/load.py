@@ -84,10 +84,15 @@ def load_file(ws: Workspace, path: Path, name: str | None = None, display: str |
         with ingest.open_source(path, display=display) as src:
             kind = records.sniff(src)
             if kind:
-                return _load(ws, display, digest, name or path.name, lambda con: records.stage(con, src, kind),
-                             lambda con, _: _commit_records(con, kind, src, digest, name or path.name))
-            return _load(ws, display, digest, name or path.name, lambda con: ingest.stage(con, src),
-                         lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
+                report = _load(ws, display, digest, name or path.name, lambda con: records.stage(con, src, kind),
+                               lambda con, _: _commit_records(con, kind, src, digest, name or path.name))
+            else:
+                report = _load(ws, display, digest, name or path.name, lambda con: ingest.stage(con, src),
+                               lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
+            # a database error names the file it read: an upload's or a gzip's temp copy, not the user's name
+            for where in {str(src.path), str(path)} - {display}:
+                report.errors = [e.replace(where, display) for e in report.errors]
+            return report
     except IngestError as exc:
         return LoadReport(file=display, status="failed", errors=[str(exc)])
     except Exception as exc:  # a reader's bug must not take the other files of a load with it
