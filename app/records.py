@@ -99,7 +99,8 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str
     # one JSON object of up to gigabytes, mostly what no share needs: read a slim copy
     with tempfile.TemporaryDirectory(prefix="headroom-records-") as tmp:
         slim = Path(tmp) / "fields.json"
-        what = "vllm bench result" if kind == "vllm-bench-json" else "GenAI-Perf profile export"
+        what, tool = (("vllm bench result", "vLLM") if kind == "vllm-bench-json" else
+                      ("GenAI-Perf profile export", "GenAI-Perf"))
         try:
             if kind == "vllm-bench-json":
                 missing = sorted({"ttfts", "latencies", "output_lens"} - jsonscan.slim(src.path, VLLM_BENCH_FIELDS, slim))
@@ -116,7 +117,7 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str
                 Source(path=slim, display=src.display, original=src.original)), **params)
         except duckdb.Error as exc:  # a field of the wrong type (a string where numbers are)
             first = str(exc).splitlines()[0].replace(str(slim), src.display)
-            raise IngestError(src.display, f"a {what} field is not what {what.split()[0]} writes: {first}") from None
+            raise IngestError(src.display, f"a field of this {what} is not what {tool} writes: {first}") from None
 
 
 def exact_joint_shares(ws: Workspace, dataset_ids: list[int], promises: Sequence[Promise], start: datetime | None,

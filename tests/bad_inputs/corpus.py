@@ -365,7 +365,7 @@ def _json_cases() -> list[Case]:
     add(Case("vllm_bench_wrong_type", "vllm-bench-type.json",
              json.dumps({"date": "20261128-101500", "backend": "vllm", "num_prompts": 2, "ttfts": ["fast", "slow"],
                          "latencies": [1, 2], "output_lens": [3, 4]}).encode(), "failed",
-             r"^vllm-bench-type\.json: a vllm bench field is not what vLLM writes: .*Failed to cast value to "
+             r"^vllm-bench-type\.json: a field of this vllm bench result is not what vLLM writes: .*Failed to cast value to "
              r"numerical: \"slow\""))
     return c
 
