@@ -47,6 +47,10 @@ def open_page(title: str, needs_paths: bool = True) -> Page:
     db = default_db_path()
     ws = cache.workspace(db)
     mine = SessionSettings(ws, session_id())
+    try:
+        session.touch(ws, mine.session_id)  # and the rows of sessions long gone expire
+    except ValueError as exc:  # a bad $HEADROOM_SESSION_DAYS: say so, expire nothing
+        st.sidebar.warning(md(exc))
     st.sidebar.caption(SHARED_NOTE)
     st.title(title)
     if not needs_paths:
