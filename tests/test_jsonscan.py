@@ -19,7 +19,7 @@ VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allo
                       max_leaves=20)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(doc=st.dictionaries(TEXT, VALUES, min_size=1, max_size=6), chunk=st.sampled_from([1, 2, 3, 5, 64, 1 << 20]),
        indent=st.sampled_from([None, 1]), ascii_only=st.booleans())
 def test_members_are_what_json_reads(doc: dict, chunk: int, indent: int | None, ascii_only: bool,
@@ -89,7 +89,7 @@ def _dropped(value: object, depth: int, drop: set[str], level: int = 1) -> objec
     return value
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(doc=st.dictionaries(TEXT, VALUES, min_size=1, max_size=5), depth=st.integers(1, 4),
        chunk=st.sampled_from([1, 3, 7, 1 << 20]))
 def test_members_at_any_depth_and_dropping_them(doc: dict, depth: int, chunk: int,
