@@ -295,6 +295,11 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
     return report
 
 
+def pulled_windows(ws: Workspace) -> dict[int, int]:
+    """The live datasets of the workspace and the window each was pulled at (seconds)."""
+    return dict(ws.cursor().execute("select dataset_id, window_s from live_pulls").fetchall())
+
+
 def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = "5m",
                path_labels: Sequence[str] | None = None, by: str = "path", match: str | None = None,
                chunk: str = "1d", progress: Callable[[str], Any] | None = None, name: str | None = None,

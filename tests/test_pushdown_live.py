@@ -31,16 +31,22 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.util import patch_config_options
 
 from app import cli, load, pushdown, sql
 from app.cube import cube_frame, ensure_cube
 from app.live import Store
 from app.simulator import simulate_day
 from app.store import Workspace
+from app.ui import data as data_view
+from app.ui import state
 from tests.conftest import IN_CI
 from tests.support import export_formats as ef
 from tests.support.promql_oracle import Semantics, extrapolate, in_range
 from tests.support.servers import running
+from tests.support.small_export import frame as small_frame
 from tests.test_prometheus_live import E0, SHIFT_S, WHOLE, _need_binaries, _start_prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
@@ -350,6 +356,35 @@ def test_scenarios_on_a_pushdown_fit_the_scrapes_and_flag_the_demand(prom: Serve
     assert len(pushed) == 1 and pushed[0]["widens_by"] == 0.1
     assert not any("--pushdown" in f["message"] for f in file["flags"])
     assert all(any("--pushdown" in f for f in row["flags"]) for row in live["scenarios"])
+
+
+def test_the_data_pages_connect_pulls_by_pushdown(prom: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Data page's Connect, "Pushdown": the store's windows become a dataset of kind live, said so."""
+    db = tmp_path / "ws.duckdb"
+    with Workspace(str(db)) as ws:  # not empty: the dashboard does not load its bundled sample
+        assert load.load_frame(ws, small_frame(["chat"], seed=3), "small").status == "loaded"
+    monkeypatch.setenv("HEADROOM_DB", str(db))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    try:
+        with patch_config_options({"runner.enforceSerializableSessionState": False}):
+            at = AppTest.from_file(str(Path(cli.__file__).parent / "streamlit_app.py"), default_timeout=60).run()
+            at.switch_page("app_pages/data.py").run()
+            at.text_input(key=state.LIVE_URL).set_value(prom.url)
+            at.text_input(key=state.LIVE_START).set_value(str(E0))
+            at.text_input(key=state.LIVE_END).set_value(str(E0 + WHOLE))
+            at.radio(key=state.LIVE_MODE).set_value(data_view.READ_PUSHDOWN)
+            at.button(key="FormSubmitter:connect_form-Read").click().run(timeout=120)
+            assert not at.exception, at.exception
+            shown = " ".join(w.value for w in at.warning) + " ".join(e.value for e in at.error)
+            assert "live, engine vllm" in shown, shown
+            assert "window values pulled" in shown and "pulled by PromQL" in shown
+    finally:
+        st.cache_data.clear()
+        st.cache_resource.clear()
+    with Workspace(str(db)) as ws:
+        kinds = ws.datasets()["format"].tolist()
+    assert kinds == ["frame", "live"]
 
 
 # -- VictoriaMetrics ---------------------------------------------------------------------------------------

@@ -53,18 +53,31 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
                                       key=state.LIVE_TIMEOUT, help="a store that does not answer within this fails "
                                       "the read (retries of 5xx and 429 answers wait within it too)")
         insecure = c[1].checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
+        c = st.columns([3, 1, 2])
+        mode = c[0].radio("Read", [data_view.READ_RAW, data_view.READ_PUSHDOWN], key=state.LIVE_MODE,
+                          help="Pushdown pulls only the windows (PromQL increase() and *_over_time at step = window, "
+                          "summed by the path labels in the store, a day per query): far less to read, but counts "
+                          "are extrapolated to each window's edges (README: Pushdown and extrapolation)")
+        window = c[1].text_input("Pushdown window", value="5m", key=state.LIVE_WINDOW,
+                                 help="the window the store computes; the pages may use any multiple of it")
+        labels = c[2].text_input("Pushdown path labels", key=state.LIVE_LABELS,
+                                 placeholder=", ".join(ws.path_labels()), help="labels the store sums by (default: "
+                                 "the workspace's path labels; __model__ is the engine's model label)")
         read = st.form_submit_button("Read")
-    st.caption("Reads the raw samples of the serving metrics (no extrapolation: the cube is the one a file of the "
-               "same data gives) and loads them as a dataset, shared like an upload. The token is used for the "
-               "requests only: never shown again, logged or written to the workspace.")
+    st.caption("Raw samples: no extrapolation, the cube is the one a file of the same data gives. Pushdown: the "
+               "store's windows, kept as a dataset of kind live. Either is shared like an upload. The token is used "
+               "for the requests only: never shown again, logged or written to the workspace.")
     if read:
         st.session_state[state.LIVE_TOKEN_GEN] = st.session_state.get(state.LIVE_TOKEN_GEN, 0) + 1
         with st.status(f"Reading {md(url)}…", expanded=True) as status:
             report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure, timeout_s,
-                                          progress=lambda line: st.write(md(line)))
+                                          progress=lambda line: st.write(md(line)),
+                                          pushdown_window=window if mode == data_view.READ_PUSHDOWN else None,
+                                          path_labels=labels)
             status.update(label=f"{md(url)}: {report.status}", state="error" if report.status == "failed" else
                           "complete", expanded=report.status == "failed")
         data_view.add_to_analysis(ws, mine, [report])
+        st.session_state.pop(state.WINDOW, None)  # a pull may have set the session's window: show it
         st.session_state[state.LAST_REPORTS] = data_view.report_rows([report])
         st.session_state[state.LAST_MESSAGES] = data_view.load_messages([report])
 if state.LAST_REPORTS in st.session_state:
@@ -132,7 +145,11 @@ else:
             ws.set_paths(labels, rules)
             mine.set_setting(data_view.SETTING_WINDOW, window_s)
 
-    ref = cache.current_cube(db, mine)
+    try:
+        ref = cache.current_cube(db, mine)
+    except ValueError as exc:  # a live pull that cannot make this cube (its window, path labels, files beside it)
+        st.error(f"{md(str(exc))}. Choose the datasets in the analysis and the window above.")
+        st.stop()
     traffic = cache.requests_per_window(db, ref)
     if traffic.empty:
         st.warning("The cube holds no request counts: no TTFT histogram or request counter of a known engine.")

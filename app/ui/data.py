@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from app import live, load, promise, sql
+from app import live, load, promise, pushdown, sql
 from app.escape import md
 from app.load import LoadReport
 from app.store import Workspace, data_dir
@@ -67,15 +67,25 @@ def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
     return reports
 
 
+READ_RAW, READ_PUSHDOWN = "Raw samples (exact)", "Pushdown: the store computes the windows (extrapolated)"
+
+
 def fetch_live(ws: Workspace, url: str, token: str = "", tenant: str = "", start: str = "now-1d", end: str = "now",
                match: str = "", chunk: str = "1h", insecure: bool = False, timeout_s: float = 30.0,
-               progress: Callable[[str], None] | None = None) -> LoadReport:
-    """Read the raw serving samples of a live store (``headroom fetch``) and load them as a dataset; a
-    failure is a failed report of one line. The token goes into the request headers only."""
+               progress: Callable[[str], None] | None = None, pushdown_window: str | None = None,
+               path_labels: str = "") -> LoadReport:
+    """Read the raw serving samples of a live store (``headroom fetch``) and load them as a dataset, or with
+    ``pushdown_window`` pull the cube the store computes at that window (``headroom fetch --pushdown``,
+    summed by ``path_labels``, default the workspace's); a failure is a failed report of one line. The
+    token goes into the request headers only."""
     try:
         store = live.store_from_env(url.strip(), {live.TOKEN_ENV: token} if token else {},
                                     extra_headers=[f"X-Scope-OrgID: {tenant.strip()}"] if tenant.strip() else [],
                                     timeout_s=timeout_s, insecure=insecure)
+        if pushdown_window:
+            labels = parse_labels(path_labels) if path_labels.strip() else None
+            return pushdown.fetch_cube(ws, store, start, end, pushdown_window, path_labels=labels, match=match or None,
+                                       progress=progress)
         with tempfile.TemporaryDirectory(prefix="headroom-live-") as tmp:
             out = Path(tmp) / "live.parquet"
             _, t0, t1 = live.fetch(store, start, end, out, match or None, chunk, progress)
@@ -117,7 +127,8 @@ def load_messages(reports: Iterable[LoadReport]) -> list[tuple[str, str]]:
             out.append(("error", f"**{md(r.file)}** was not loaded: " + "; ".join(md(e) for e in r.errors)))
             continue
         text = (f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, {r.series:,} series, "
-                f"{r.samples:,} samples, paths: {md(', '.join(r.paths) or 'none')}")
+                f"{r.samples:,} {'window values pulled' if r.format == 'live' else 'samples'}, "
+                f"paths: {md(', '.join(r.paths) or 'none')}")
         if r.notes:
             out.append(("warning", text + "".join(f"\n- {md(n)}" for n in r.notes)))
         else:
@@ -152,11 +163,23 @@ def active_datasets(ws: Workspace, settings: Settings | None = None) -> list[int
 
 
 def add_to_analysis(ws: Workspace, settings: Settings, reports: Iterable[LoadReport]) -> list[int]:
-    """Put the datasets of a load (loaded, or found already loaded) into the session's analysis."""
+    """Put the datasets of a load (loaded, or found already loaded) into the session's analysis. A pull
+    kept as a dataset of kind live cannot share a cube (``app.cube.check_live``): it becomes the
+    analysis alone, at its window when the session's is not a multiple of it; files loaded after it
+    take its place."""
     ids = active_datasets(ws, settings)
-    new = [r.dataset_id for r in reports if r.dataset_id is not None and r.dataset_id not in ids]
+    loaded = [r for r in reports if r.dataset_id is not None]
+    pulled = pushdown.pulled_windows(ws)
+    pulls = [r for r in loaded if r.dataset_id in pulled]
+    if pulls:
+        ids = [int(pulls[-1].dataset_id)]
+        settings.set_setting(SETTING_DATASETS, ids)
+        if window_seconds(settings) % pulled[ids[0]]:
+            settings.set_setting(SETTING_WINDOW, pulled[ids[0]])
+        return ids
+    new = [r.dataset_id for r in loaded if r.dataset_id not in ids]
     if new:
-        ids = sorted({*ids, *new})
+        ids = sorted({*(i for i in ids if i not in pulled), *new})
         settings.set_setting(SETTING_DATASETS, ids)
     return ids
 

@@ -24,6 +24,7 @@ LIVE_URL, LIVE_TOKEN, LIVE_TENANT = "live_url", "live_token", "live_tenant"
 LIVE_START, LIVE_END, LIVE_MATCH = "live_start", "live_end", "live_match"
 LIVE_CHUNK, LIVE_INSECURE = "live_chunk", "live_insecure"
 LIVE_TIMEOUT = "live_timeout"
+LIVE_MODE, LIVE_WINDOW, LIVE_LABELS = "live_mode", "live_window", "live_labels"
 LIVE_TOKEN_GEN = "live_token_gen"  # the token field's key suffix (a new field after each read)
 
 # promise
