@@ -189,9 +189,27 @@ def _load_for_analysis(ws: Workspace, files: Sequence[str], args: argparse.Names
     return ids, reports
 
 
+def _analysis_cube(ws: Workspace, args: argparse.Namespace, command: str,
+                   window_s: int) -> tuple[list[int], list[Any], list[str], int] | None:
+    """Load (or pull) what ``args`` names and build its cube: (datasets, load reports, path labels, cube
+    id), or None with the reason printed."""
+    from app.cube import ensure_cube
+
+    ids, reports = _load_for_analysis(ws, args.files, args, command)
+    if not ids:
+        sys.stderr.write(f"headroom {command}: no dataset loaded\n")
+        return None
+    labels = list(args.path_label or ws.path_labels())
+    try:
+        return ids, reports, labels, ensure_cube(ws, ids, window_s, labels)
+    except ValueError as exc:  # a live pull that cannot make this cube
+        sys.stderr.write(f"headroom {command}: {exc}\n")
+        return None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from app import report
-    from app.cube import ensure_cube, parse_window
+    from app.cube import parse_window
 
     try:
         window_s = parse_window(args.window)
@@ -201,12 +219,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom report: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        ids, reports = _load_for_analysis(ws, args.files, args, "report")
-        if not ids:
-            sys.stderr.write("headroom report: no dataset loaded\n")
+        opened = _analysis_cube(ws, args, "report", window_s)
+        if opened is None:
             return 1
-        labels = args.path_label or ws.path_labels()
-        cube_id = ensure_cube(ws, ids, window_s, labels)
+        ids, reports, labels, cube_id = opened
         from app.records import exact_joint_shares
 
         # records cover warm-up and drain the metrics never saw: clamp them to the metric datasets' span
@@ -258,7 +274,7 @@ def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from app import report
-    from app.cube import ensure_cube, parse_window
+    from app.cube import parse_window
     from app.tail import report as tail_report
 
     try:
@@ -274,12 +290,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom tail: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        ids, reports = _load_for_analysis(ws, args.files, args, "tail")
-        if not ids:
-            sys.stderr.write("headroom tail: no dataset loaded\n")
+        opened = _analysis_cube(ws, args, "tail", window_s)
+        if opened is None:
             return 1
-        labels = args.path_label or ws.path_labels()
-        cube_id = ensure_cube(ws, ids, window_s, labels)
+        ids, reports, labels, cube_id = opened
         names = [r[0] for r in ws.cursor().execute(
             "select name from datasets where list_contains($ids, dataset_id) order by dataset_id", {"ids": ids}).fetchall()]
         twin_rows = None

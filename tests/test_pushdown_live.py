@@ -20,8 +20,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import shutil
-import socket
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
@@ -42,10 +40,9 @@ from app.simulator import simulate_day
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import state
-from tests.conftest import IN_CI
 from tests.support import export_formats as ef
 from tests.support.promql_oracle import Semantics, extrapolate, in_range
-from tests.support.servers import running
+from tests.support.servers import victoria_metrics
 from tests.support.small_export import frame as small_frame
 from tests.test_prometheus_live import E0, SHIFT_S, WHOLE, _need_binaries, _start_prometheus
 
@@ -114,25 +111,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory, frame: pd.DataFrame) -> Itera
 
 @pytest.fixture(scope="module")
 def vm(tmp_path_factory: pytest.TempPathFactory, frame: pd.DataFrame) -> Iterator[Served]:
-    if shutil.which("victoria-metrics") is None:
-        reason = "victoria-metrics not installed (apt-get install victoria-metrics)"
-        if IN_CI:
-            pytest.fail(f"CI=true: {reason}; the VictoriaMetrics tests must run in CI")
-        pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("pushdown-vm")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
-                  f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
-                 timeout_s=30):
-        body = ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
-        with urllib.request.urlopen(urllib.request.Request(url + "/api/v1/import", data=body, method="POST"),
-                                    timeout=60) as resp:
-            assert resp.status == 204
-        with urllib.request.urlopen(url + "/internal/force_flush", timeout=30) as resp:
-            assert resp.status == 200
+    with victoria_metrics(tmp, frame) as url:
         served = _served(tmp, url, None, frame)
         yield served
         served.ws.close()

@@ -6,9 +6,6 @@ the file's cube: cell for cell but for the histograms' `_sum`, which VictoriaMet
 
 from __future__ import annotations
 
-import shutil
-import socket
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +15,7 @@ import pytest
 from app import cli, load
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
-from tests.conftest import IN_CI
-from tests.support import export_formats as ef
-from tests.support.servers import running
+from tests.support.servers import victoria_metrics
 from tests.test_prometheus_live import E0, WHOLE, fleet_frame
 
 pytestmark = pytest.mark.prometheus
@@ -28,26 +23,8 @@ pytestmark = pytest.mark.prometheus
 
 @pytest.fixture(scope="module")
 def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, pd.DataFrame]]:
-    if shutil.which("victoria-metrics") is None:
-        reason = "victoria-metrics not installed (apt-get install victoria-metrics)"
-        if IN_CI:
-            pytest.fail(f"CI=true: {reason}; the VictoriaMetrics tests must run in CI")
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("vm")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
-                  f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
-                 timeout_s=30):
-        frame = fleet_frame()
-        body = ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
-        with urllib.request.urlopen(urllib.request.Request(url + "/api/v1/import", data=body, method="POST"),
-                                    timeout=60) as resp:
-            assert resp.status == 204
-        with urllib.request.urlopen(url + "/internal/force_flush", timeout=30) as resp:
-            assert resp.status == 200
+    frame = fleet_frame()
+    with victoria_metrics(tmp_path_factory.mktemp("vm"), frame) as url:
         yield url, frame
 
 

@@ -3,6 +3,8 @@ waited for until they answer, stopped however the test ends."""
 
 from __future__ import annotations
 
+import shutil
+import socket
 import subprocess
 import time
 import urllib.request
@@ -10,6 +12,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.conftest import IN_CI
+from tests.support import export_formats as ef
 
 
 def answers(url: str, body: bytes | None = None) -> bool:
@@ -43,3 +51,28 @@ def running(argv: Sequence[str], log_path: Path, ready_url: str, ready_body: byt
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+@contextmanager
+def victoria_metrics(tmp: Path, frame: pd.DataFrame) -> Iterator[str]:
+    """A VictoriaMetrics (Debian's ``victoria-metrics``) on 127.0.0.1 holding ``frame``, imported through
+    its ``/api/v1/import`` and flushed; its URL. Skips without the binary, fails so under ``CI=true``."""
+    if shutil.which("victoria-metrics") is None:
+        reason = "victoria-metrics not installed (apt-get install victoria-metrics)"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}; the VictoriaMetrics tests must run in CI")
+        pytest.skip(reason)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
+                  f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
+                 timeout_s=30):
+        body = ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
+        with urllib.request.urlopen(urllib.request.Request(url + "/api/v1/import", data=body, method="POST"),
+                                    timeout=60) as resp:
+            assert resp.status == 204
+        with urllib.request.urlopen(url + "/internal/force_flush", timeout=30) as resp:
+            assert resp.status == 200
+        yield url
