@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from app import load
@@ -52,6 +53,8 @@ from app.simulator import (
     true_shares,
 )
 from app.simulator.config import Restart, ScrapeGap
+from app.simulator.policy import Policy, user_outcomes
+from app.simulator.policy_fleet import run_policy_fleet
 from app.simulator.metrics import minimal_export
 from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
 from app.store import Workspace
@@ -207,6 +210,27 @@ def truth(c: FleetCase, replicas: int, traffic: float, context: float) -> dict[s
     records = run_scenario(scenario_trace(trace, traffic, context), replicas, config=c.fleet, seed=c.seed)
     shares = true_shares(records, None, c.promises, start=start, end=start + pd.Timedelta(hours=c.hours))
     return {r.path: {"ttft": float(r.ttft_share), "joint": float(r.joint_share)} for r in shares.itertuples()}
+
+
+def policy_truth(c: FleetCase, policy: Policy) -> tuple[dict[str, float], float]:
+    """The true breach share per path of the fleet under ``policy`` (its own simulator on the same
+    arrivals, noisy steps and all; per user request arriving in the export's range, a rejection a
+    breach, as :mod:`app.economics.policies` counts), and its mean replicas paid for."""
+    trace = base_trace(c)
+    run = run_policy_fleet(trace, c.fleet, policy, seed=c.seed)
+    rq = run.reqs
+    out = user_outcomes(np.asarray(run.origin), np.asarray(run.attempt), np.asarray(rq.arrival),
+                        np.asarray(rq.first_t), np.asarray(rq.finish_t), np.asarray(rq.gen), np.asarray(rq.reason),
+                        np.asarray(rq.path))
+    lo, hi = trace.warmup_s, trace.warmup_s + c.hours * 3600
+    inside = (out["arrival_s"] >= lo) & (out["arrival_s"] < hi)
+    shares = {}
+    for k, p in enumerate(trace.path_names):
+        m = inside & (out["path"] == k)
+        ttft, tpot = c.promises[p]
+        shares[p] = float((out["rejected"][m] | (out["ttft_s"][m] > ttft) | (out["tpot_s"][m] > tpot)).mean())
+    mean = run.timeline.replica_seconds(lo, hi) / (hi - lo) if run.timeline is not None else float(c.replicas)
+    return shares, mean
 
 
 def _truth_job(args: tuple[str, int, float, float]) -> tuple[tuple[int, float, float], dict]:

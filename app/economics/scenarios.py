@@ -403,6 +403,9 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
     return out
 
 
+assemble = _assemble  # the policy rows (app.economics.policies) are assembled as the static ones
+
+
 def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
             progress: Callable[[str], None] | None = None, workers: int | None = None,
             executor: Executor | None = None) -> list[Prediction]:

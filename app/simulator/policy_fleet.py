@@ -6,8 +6,9 @@ retries that come back as new requests. The Python reference: the simulator runs
 
 Events in time order: arrivals (trace requests and retries; at a tie the trace's first), scrape-grid
 points, replicas becoming ready, autoscaler decisions (at a tie in that order). Random draws: the
-router draws one (random) or two (power of two) uniform floats per routed request, from
-``Random(seed * 31 + 17)``; the clients' backoff one per retry, from ``Random(seed * 31 + 19)``.
+router searches the ready replicas from the one after its last choice (so round robin stays round
+over a changing set) and draws one (random) or two (power of two) uniform floats per routed request,
+from ``Random(seed * 31 + 17)``; the clients' backoff one per retry, from ``Random(seed * 31 + 19)``.
 """
 
 from __future__ import annotations
@@ -221,13 +222,13 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
             i_trace += 1
         run_until(tau)
         start = nxt
-        nxt = (start + 1) % pool
         u1 = u2 = 0.0
         if config.router in ("random", "power_of_two"):
             u1 = rng_route.random()
             if config.router == "power_of_two":
                 u2 = rng_route.random()
         r = choose(config.router, reps, start, u1, u2)
+        nxt = (r + 1) % pool  # the next search starts after this one: round robin over the ready replicas
         rep = reps[r]
         if adm is not None:
             cap = int(adm.queue_factor * len(rep.running))

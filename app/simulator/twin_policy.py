@@ -284,7 +284,6 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
         if last:
             break
         start = nxt
-        nxt = (start + 1) % n_rep
         u1 = 0.0
         u2 = 0.0
         if router == 2 or router == 3:
@@ -294,6 +293,7 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
                 u2 = u_route[pos_route]
                 pos_route += 1
         r = _choose(rp, state, router, start, u1, u2)
+        nxt = (r + 1) % n_rep
         if k_adm == k_adm:
             cap = int(k_adm * rp[r].n_run)
             if rp[r].n_inbox + rp[r].n_wait >= (cap if cap > 1 else 1):
