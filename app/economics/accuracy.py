@@ -53,9 +53,9 @@ from app.simulator import (
     true_shares,
 )
 from app.simulator.config import Restart, ScrapeGap
+from app.simulator.metrics import minimal_export
 from app.simulator.policy import Policy, user_outcomes
 from app.simulator.policy_fleet import run_policy_fleet
-from app.simulator.metrics import minimal_export
 from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
 from app.store import Workspace
 
