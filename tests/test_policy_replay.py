@@ -8,8 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from app.economics import accuracy, policies
-from app.economics.executors import LocalProcesses
+from app.economics import accuracy
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.policy import (
     REASON_REJECTED,
@@ -136,34 +135,18 @@ def test_policy_inputs_are_checked() -> None:
         Policy(retry=Retry())
 
 
-# fleets unlike the twin's defaults (round robin, jittery steps, 48 seqs; power of two, 2 k RAG prompts),
-# each with an autoscaler that acts on it: f1 scales in to one replica at night and out in its bursts
-POLICY_FLEETS = {
-    "f1-chat-2x": Autoscaler(min_replicas=1, max_replicas=4, start_replicas=1, scale_out_at=2, scale_in_at=0.2,
-                             out_for_s=60, in_for_s=300, cold_start_s=60, cooldown_s=180),
-    "f2-rag-4x": Autoscaler(min_replicas=3, max_replicas=7, start_replicas=3, scale_out_at=2, scale_in_at=0.2,
-                            out_for_s=60, in_for_s=300, cold_start_s=240, cooldown_s=180),
-}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(POLICY_FLEETS))
+@pytest.mark.parametrize("name", list(accuracy.AUTOSCALER_CASES))
 def test_the_twin_predicts_the_true_breach_share_under_an_autoscaler(name: str) -> None:
     """Issue 15, Must show: the simulator runs the fleet with the policy (per-request records: the
     truth); the twin, fitted from the fleet's minimal export alone, replays the policy over the
     observed demand; its breach share is within +-25 % of the truth on every path."""
-    c = accuracy.case(name)
-    policy = Policy(autoscaler=POLICY_FLEETS[name])
-    truth, true_mean = accuracy.policy_truth(c, policy)
-    analysis = accuracy.fit(c, "minimal")
-    preds = policies.predict(analysis, [policies.PolicyScenario("auto", "autoscaler", policy)], seeds=3,
-                             executor=LocalProcesses(1))
-    assert {p.prediction.path for p in preds} == set(truth)
-    for pp in preds:
-        p = pp.prediction
-        assert truth[p.path] > 0.01, "a policy whose breaches can be compared"
-        assert abs(p.breach_share - truth[p.path]) <= 0.25 * truth[p.path], (p.path, p.breach_share, truth[p.path])
-        assert p.breach_share_low <= truth[p.path] <= p.breach_share_high
-    # the autoscaler acted (the mean is not the minimum), and the twin paid for about as many replicas
-    assert true_mean > POLICY_FLEETS[name].min_replicas + 0.2
-    assert preds[0].replica_hours / c.hours == pytest.approx(true_mean, rel=0.1)
+    rows = accuracy.autoscaler_rows([name], seeds=3)
+    assert {r["path"] for r in rows} == set(accuracy.case(name).promises)
+    for r in rows:
+        assert r["truth"] > 0.01, "a policy whose breaches can be compared"
+        assert abs(r["twin"] - r["truth"]) <= 0.25 * r["truth"], r
+        assert r["low"] <= r["truth"] <= r["high"]
+        # the autoscaler acted (the mean is not the minimum), and the twin paid for about as many replicas
+        assert r["true_mean_replicas"] > accuracy.AUTOSCALER_CASES[name].min_replicas + 0.2
+        assert r["twin_mean_replicas"] == pytest.approx(r["true_mean_replicas"], rel=0.1)

@@ -36,9 +36,10 @@ import numpy as np
 import pandas as pd
 
 from app import load
+from app.economics import policies
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
-from app.economics.executors import default_workers
+from app.economics.executors import LocalProcesses, default_workers
 from app.promise import Promise
 from app.simulator import (
     EngineConfig,
@@ -54,7 +55,7 @@ from app.simulator import (
 )
 from app.simulator.config import Restart, ScrapeGap
 from app.simulator.metrics import minimal_export
-from app.simulator.policy import Policy, user_outcomes
+from app.simulator.policy import Autoscaler, Policy, user_outcomes
 from app.simulator.policy_fleet import run_policy_fleet
 from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
 from app.store import Workspace
@@ -233,6 +234,35 @@ def policy_truth(c: FleetCase, policy: Policy) -> tuple[dict[str, float], float]
     return shares, mean
 
 
+# fleets unlike the twin's defaults (f1: round robin, jittery steps, 48 seqs; f2: power of two, 2 k RAG
+# prompts), each with an autoscaler that acts on it: f1 scales in to one replica and out in its bursts
+AUTOSCALER_CASES: dict[str, Autoscaler] = {
+    "f1-chat-2x": Autoscaler(min_replicas=1, max_replicas=4, start_replicas=1, scale_out_at=2, scale_in_at=0.2,
+                             out_for_s=60, in_for_s=300, cold_start_s=60, cooldown_s=180),
+    "f2-rag-4x": Autoscaler(min_replicas=3, max_replicas=7, start_replicas=3, scale_out_at=2, scale_in_at=0.2,
+                            out_for_s=60, in_for_s=300, cold_start_s=240, cooldown_s=180),
+}
+
+
+def autoscaler_rows(names: Sequence[str] | None = None, seeds: int = 3) -> list[dict[str, Any]]:
+    """Per fleet of ``AUTOSCALER_CASES`` and path: the twin's breach share under the fleet's autoscaler
+    (fitted from the minimal export) against the simulator's truth, and the mean replicas of each."""
+    out = []
+    for name in names or list(AUTOSCALER_CASES):
+        c = case(name)
+        policy = Policy(autoscaler=AUTOSCALER_CASES[name])
+        truth_, true_mean = policy_truth(c, policy)
+        preds = policies.predict(fit(c, "minimal"), [policies.PolicyScenario("auto", "autoscaler", policy)],
+                                 seeds=seeds, executor=LocalProcesses(1))
+        for pp in preds:
+            p = pp.prediction
+            out.append({"fleet": name, "path": p.path, "twin": p.breach_share, "low": p.breach_share_low,
+                        "high": p.breach_share_high, "truth": truth_[p.path],
+                        "relative_error": (p.breach_share - truth_[p.path]) / truth_[p.path] if truth_[p.path] else None,
+                        "twin_mean_replicas": pp.replica_hours / c.hours, "true_mean_replicas": true_mean})
+    return out
+
+
 def _truth_job(args: tuple[str, int, float, float]) -> tuple[tuple[int, float, float], dict]:
     name, n, g, m = args
     return (n, g, m), truth(case(name), n, g, m)
@@ -367,7 +397,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kinds", default=",".join(KINDS), help="export kinds: full,minimal")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    p.add_argument("--autoscaler", action="store_true", help="only the autoscaler check: the twin's breach share "
+                   "under each AUTOSCALER_CASES policy against the simulator's truth")
     args = p.parse_args(argv)
+    if args.autoscaler:
+        rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds)
+        if args.format == "json":
+            sys.stdout.write(pd.DataFrame(rows).to_json(orient="records", indent=1) + "\n")
+        else:
+            lines = ["| fleet | path | twin [interval] | truth | twin / truth - 1 | mean replicas twin | truth |",
+                     "|---|---|---|---:|---:|---:|---:|"]
+            lines += [f"| {r['fleet']} | {r['path']} | {_pct(r['twin'])} [{100 * r['low']:.2f}, {100 * r['high']:.2f}] | "
+                      f"{_pct(r['truth'])} | {r['relative_error']:+.1%} | {r['twin_mean_replicas']:.2f} | "
+                      f"{r['true_mean_replicas']:.2f} |" for r in rows]
+            sys.stdout.write("\n".join(lines) + "\n")
+        return 0 if all(abs(r["relative_error"] or 0) <= 0.25 for r in rows) else 1
     fleets = [f for f in (args.fleets or "").split(",") if f]
     frame, analyses = run(fleets or None, [k for k in args.kinds.split(",") if k], seeds=args.seeds,
                           progress=lambda msg: sys.stderr.write(f"  {msg}\n"))
