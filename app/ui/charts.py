@@ -259,5 +259,5 @@ def autoscaler_timeline(frame: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(x=part["minute"], y=part["ready"], name=f"ready: {label}", mode="lines",
                                  line={"shape": "hv", "dash": "dot"}))
     fig.update_layout(title="Autoscaler: replicas over time", xaxis_title="minutes from the export's start",
-                      yaxis_title="replicas", margin=MARGIN)
+                      yaxis_title="replicas", margin=MARGIN, legend={"orientation": "h", "y": -0.25})
     return fig
