@@ -128,3 +128,10 @@ def test_scenarios_with_a_policy_file(export: Path, tmp_path: Path) -> None:
     assert code == 0 and sum(1 for r in table if r["policy"]) == 20
     code, out, _ = run(["scenarios", str(export), *BASE, "--policy", str(f), "--format", "markdown"])
     assert code == 0 and "Policies replayed through the twin" in out and "| unbounded queue, 2 replicas |" in out
+
+
+def test_a_retry_ratio_adds_its_own_row() -> None:
+    ps = policy_file.parse_text("admission: {}\nretry: {ratio: 0.1, budget_per_minute: 30}", "p.yaml").for_fleet(3)
+    retry = [r for r in ps.rows if r.kind == "retry"]
+    assert [r.policy.retry.ratio for r in retry] == [None, None, 0.1]
+    assert retry[2].name.startswith("retries 3 attempts, retry ratio 0.1")

@@ -18,7 +18,10 @@ from app.simulator.policy import (
     Retry,
     Timeline,
     backoff,
+    client_throttle,
     expected_attempts,
+    layered_attempts,
+    saturated_queue_wait,
     uniform_floats,
     user_outcomes,
 )
@@ -37,7 +40,7 @@ POLICIES = {
                                                     max_replicas=5, out_for_s=30, in_for_s=120, cold_start_s=5,
                                                     cooldown_s=60, out_step=2))),
     "admission and budgeted retries, random": (
-        "random", Policy(admission=Admission(0.5), retry=Retry(attempts=3, budget_per_minute=30))),
+        "random", Policy(admission=Admission(0.5), retry=Retry(attempts=3, budget_per_minute=30, ratio=0.01))),
     "everything, power of two": (
         "power_of_two", Policy(autoscaler=Autoscaler(min_replicas=1, max_replicas=5, scale_out_at=3, out_for_s=30,
                                                      cold_start_s=10, cooldown_s=60, in_for_s=120),
@@ -86,6 +89,12 @@ def test_retry_arithmetic_methods_8_2() -> None:
     r = Retry(backoff_s=1.0, multiplier=2.0, jitter=1.0)
     assert [backoff(r, a, 0.5) for a in (1, 2, 3)] == [0.5, 1.0, 2.0]
     assert backoff(Retry(backoff_s=0.25, jitter=0.0), 3, 0.9) == 1.0
+    # layers multiply; client-side throttling (K = 2); Little's law at saturation
+    assert layered_attempts(4, 3) == 64 and layered_attempts(3, 5) == 243
+    assert client_throttle(1000, 300) == 0.3996003996003996
+    assert client_throttle(1000, 500) == 0 and client_throttle(1000, 600) == 0
+    assert client_throttle(100, 0) == 0.9900990099009901
+    assert saturated_queue_wait(10 * 8, 0.1, 8) == pytest.approx(1.0)  # L_q = 10c, S = 0.1 s: 1 s (1.1 s with service)
 
 
 def test_the_twins_uniform_floats_are_pythons() -> None:
@@ -100,15 +109,19 @@ def test_retries_amplify_as_8_2_says_when_every_attempt_is_rejected() -> None:
     # one replica, a KV cache that holds one long request: the queue never drains
     config = FleetConfig(replicas=1, engine=EngineConfig(num_gpu_blocks=2048, max_num_seqs=1), step=DETERMINISTIC,
                          scrape_interval_s=60.0)
-    for budget in (None, 60.0):
-        sim = simulate_policy(trace, config, Policy(admission=Admission(0.0), retry=Retry(attempts=3, budget_per_minute=budget)), seed=1)
+    for budget, ratio in ((None, None), (60.0, None), (None, 0.1)):
+        retry = Retry(attempts=3, budget_per_minute=budget, ratio=ratio)
+        sim = simulate_policy(trace, config, Policy(admission=Admission(0.0), retry=retry), seed=1)
         rows = sim.rows
         n = len(trace.arrival_s)
         out = user_outcomes(sim.origin, sim.attempt, rows["arrival"], rows["first"], rows["finish"], rows["gen"],
                             rows["reason"], rows["path"])
         rejected_share = float(out["rejected"].mean())
         assert rejected_share > 0.9
-        if budget is None:
+        if ratio is not None:
+            # the SRE book's per-client 10 % retry ratio: attempts <= 1.1 x requests
+            assert 1.05 < len(rows) / n <= 1.1 + 1 / n
+        elif budget is None:
             # each rejected user request made 3 attempts: attempts per request close to 1 + 2 x rejected
             assert sim.attempt.max() == 3
             assert len(rows) / n > 2.5

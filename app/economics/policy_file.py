@@ -175,7 +175,7 @@ def parse(spec: Mapping[str, Any], source: str = "policy", observed_replicas: in
             rows.append(PolicyScenario(name=f"queue cap {k:g} x running, {n} replicas", kind="admission",
                                        policy=Policy(admission=Admission(k)), replicas=n, traffic=traffic))
     t = r.section(spec, "retry", ("replicas", "queue_factor", "attempts", "backoff", "multiplier", "jitter",
-                                  "budget_per_minute"))
+                                  "budget_per_minute", "ratio"))
     if t:
         w = "retry"
         n = r.number(t, w, "replicas", observed_replicas, 1, True)
@@ -185,9 +185,11 @@ def parse(spec: Mapping[str, Any], source: str = "policy", observed_replicas: in
                   "multiplier": r.number(t, w, "multiplier", 2.0, 1.0), "jitter": r.number(t, w, "jitter", 1.0, 0.0)}
         if kw["jitter"] > 1:
             raise r.fail("retry.jitter", "must be between 0 and 1")
-        for b in (None, budget):
-            retry = Retry(budget_per_minute=b, **kw)
-            label = "no budget" if b is None else f"budget {b:g}/min"
+        ratio = r.number(t, w, "ratio", None, 0.0)
+        budgets = [(None, None), (budget, None)] + ([(None, ratio)] if ratio is not None else [])
+        for b, q in budgets:
+            retry = Retry(budget_per_minute=b, ratio=q, **kw)
+            label = ("no budget" if b is None else f"budget {b:g}/min") if q is None else f"retry ratio {q:g}"
             rows.append(PolicyScenario(name=f"retries {retry.attempts} attempts, {label}, queue cap {k:g} x running, "
                                        f"{n} replicas", kind="retry",
                                        policy=Policy(admission=Admission(k), retry=retry), replicas=n, traffic=traffic))

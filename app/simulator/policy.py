@@ -20,8 +20,9 @@ Decisions (both loops):
   requests is rejected at once (HTTP 429): it is a broken promise, counted as a breach.
 - retries: a rejected request is retried by its client, up to ``attempts`` attempts in all, after
   ``backoff_s x multiplier^(attempt-1) x (1 - jitter + jitter x U)``; with a budget, the server allows
-  at most ``budget_per_minute`` retries per clock minute and fails the rest. A retry is a new request
-  with the whole prompt again.
+  at most ``budget_per_minute`` retries per clock minute and fails the rest; with a ratio, retries stay
+  below ``ratio`` x the first attempts so far (the SRE book's 10 % retry ratio). A retry is a new
+  request with the whole prompt again.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class Retry:
     multiplier: float = 2.0
     jitter: float = 1.0  # 1: full jitter, U(0, backoff); 0: none
     budget_per_minute: float | None = None  # server-wide retries per clock minute (None: no budget)
+    ratio: float | None = None  # retries at most this share of the first attempts so far (SRE book: 0.1)
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -98,6 +100,8 @@ class Retry:
             raise ValueError("backoff_s >= 0, multiplier >= 1, 0 <= jitter <= 1")
         if self.budget_per_minute is not None and self.budget_per_minute < 0:
             raise ValueError("budget_per_minute must be >= 0")
+        if self.ratio is not None and self.ratio < 0:
+            raise ValueError("ratio must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,22 @@ def expected_attempts(p: float, attempts: int) -> float:
     """Attempts per request when each attempt is rejected independently with probability p and a
     request is tried at most ``attempts`` times: sum of p^i, i < attempts (methods.md 8.2)."""
     return float(sum(p ** i for i in range(attempts)))
+
+
+def client_throttle(requests: float, accepts: float, k: float = 2.0) -> float:
+    """Client-side adaptive throttling: the probability of rejecting locally,
+    max(0, (requests - K x accepts) / (requests + 1)) (SRE book, "Handling Overload")."""
+    return max(0.0, (requests - k * accepts) / (requests + 1))
+
+
+def layered_attempts(attempts_per_layer: int, layers: int) -> int:
+    """Attempts on the lowest layer when every one of ``layers`` layers tries ``attempts_per_layer`` times."""
+    return attempts_per_layer ** layers
+
+
+def saturated_queue_wait(queue_length: float, service_s: float, servers: float) -> float:
+    """Little's law at saturation (throughput servers / service time): W_q = L_q x S / c."""
+    return queue_length * service_s / servers
 
 
 def uniform_floats(seed: int, n: int) -> np.ndarray:

@@ -127,6 +127,7 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
     attempt = [1] * reqs.n
     retries: list[tuple[float, int]] = []  # (arrival, row)
     budget_minute, budget_used = -1, 0
+    retries_made = 0  # against the ratio: retries so far over first attempts routed so far (i_trace)
     refused = 0
 
     def advance(x: float) -> None:
@@ -240,8 +241,10 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
                     minute = int(tau // 60.0)
                     if minute != budget_minute:
                         budget_minute, budget_used = minute, 0
-                    if rty.budget_per_minute is None or budget_used < rty.budget_per_minute:
+                    if ((rty.budget_per_minute is None or budget_used < rty.budget_per_minute)
+                            and (rty.ratio is None or retries_made < rty.ratio * i_trace)):
                         budget_used += 1
+                        retries_made += 1
                         t_retry = tau + backoff(rty, attempt[i], rng_retry.random())
                         j = _append(reqs, i, t_retry, config.step.frontend_s, config.step.frontend_per_token_s)
                         origin.append(origin[i])

@@ -33,8 +33,8 @@ from app.simulator.twin_engine import (
 OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
 # autoscaler parameters in a float64 array (NaN scale_out_at: no autoscaler)
 SIG_RUNNING, OUT_AT, IN_AT, OUT_FOR, IN_FOR, OUT_STEP, COLD, COOL, MIN_R, MAX_R, PERIOD = range(11)
-# retry parameters (attempts 0: no retry; budget NaN: none)
-ATTEMPTS, BACKOFF, MULT, JITTER, BUDGET = range(5)
+# retry parameters (attempts 0: no retry; budget, ratio NaN: none)
+ATTEMPTS, BACKOFF, MULT, JITTER, BUDGET, RATIO = range(6)
 
 
 @njit(cache=True, error_model="numpy")
@@ -174,6 +174,7 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
     n_rows = n_trace
     budget_minute = -1
     budget_used = 0
+    retries_made = 0
     refused = 0
     pos_route = 0
     pos_retry = 0
@@ -305,8 +306,10 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
                     if minute != budget_minute:
                         budget_minute = minute
                         budget_used = 0
-                    if ry[BUDGET] != ry[BUDGET] or budget_used < ry[BUDGET]:
+                    if ((ry[BUDGET] != ry[BUDGET] or budget_used < ry[BUDGET])
+                            and (ry[RATIO] != ry[RATIO] or retries_made < ry[RATIO] * i_trace)):
                         budget_used += 1
+                        retries_made += 1
                         d = ry[BACKOFF]
                         for _ in range(attempt[i] - 1):
                             d *= ry[MULT]
@@ -357,11 +360,12 @@ def _arrays(policy: Policy) -> tuple[np.ndarray, float, np.ndarray]:
         au[:] = [1.0 if a.signal == "running" else 0.0, a.scale_out_at, a.scale_in_at, a.out_for_s, a.in_for_s,
                  a.out_step, a.cold_start_s, a.cooldown_s, a.min_replicas, a.max_replicas, a.period_s]
     k = policy.admission.queue_factor if policy.admission else math.nan
-    ry = np.array([0.0, 0.0, 1.0, 0.0, np.nan])
+    ry = np.array([0.0, 0.0, 1.0, 0.0, np.nan, np.nan])
     if policy.retry is not None:
         rt = policy.retry
         ry[:] = [rt.attempts, rt.backoff_s, rt.multiplier, rt.jitter,
-                 np.nan if rt.budget_per_minute is None else rt.budget_per_minute]
+                 np.nan if rt.budget_per_minute is None else rt.budget_per_minute,
+                 np.nan if rt.ratio is None else rt.ratio]
     return au, float(k), ry
 
 
