@@ -10,7 +10,8 @@ breaches when it was rejected in the end (rejections count as breaches, as the p
 when its TTFT as the user saw it (from its first attempt, backoff included) is above the promise, or
 its TPOT is. Replica-hours are what the fleet paid for: a started replica from the autoscaler's
 decision (its cold start included) to the end of its drain. The interval widens the seed spread as the
-static rows' does (the path's residual at the observed N, at least +-25 %), with the same flags.
+static rows' does (the path's residual at the observed N, at least +-25 %), with the same flags, and a
+row they flag also spans the sensitivity envelope (KV capacity and step time 15 % worse and better).
 """
 
 from __future__ import annotations
@@ -190,9 +191,10 @@ def _replay_fleet(analysis: Analysis, model: Any, reqs: dict[str, np.ndarray], m
 
 
 def replay_row(analysis: Analysis, row: PolicyScenario, seed: int = 0,
-               requests: dict[str, np.ndarray] | None = None) -> PolicyRunShares:
-    """One seed of a policy row through the twin."""
-    model, demand = analysis.model, analysis.demand
+               requests: dict[str, np.ndarray] | None = None, variant: str = "fit") -> PolicyRunShares:
+    """One seed of a policy row through the twin (``variant``: the fitted model, or the sensitivity
+    envelope's "worse" and "better" ones, as the static rows')."""
+    model, demand = scenarios.variant(analysis.model, variant), analysis.demand
     base = requests if requests is not None else demand_requests(demand, row.traffic, 1.0, seed,
                                                                  twin_max_model_len(model))
     reqs, small, saved, meta = degrade_requests(analysis, row, base, seed)
@@ -252,6 +254,7 @@ def replay_row(analysis: Analysis, row: PolicyScenario, seed: int = 0,
 class _Job:
     row: int
     seed: int
+    variant: str = "fit"
 
 
 def _run(context: tuple[Analysis, tuple[PolicyScenario, ...]], job: _Job, cache: dict[Any, Any]) -> PolicyRunShares:
@@ -261,7 +264,7 @@ def _run(context: tuple[Analysis, tuple[PolicyScenario, ...]], job: _Job, cache:
     if key not in cache:
         cache.clear()  # one request set at a time: a month's is hundreds of MB
         cache[key] = demand_requests(analysis.demand, row.traffic, 1.0, job.seed, twin_max_model_len(analysis.model))
-    return replay_row(analysis, row, job.seed, cache[key])
+    return replay_row(analysis, row, job.seed, cache[key], job.variant)
 
 
 @dataclass
@@ -284,6 +287,9 @@ def predict(analysis: Analysis, rows: Sequence[PolicyScenario], seeds: int = 3,
     """Every policy row, ``seeds`` replays each (the static rows' seeds: the same requests)."""
     rows = tuple(rows)
     jobs = [_Job(i, 2000 + s) for i in range(len(rows)) for s in range(seeds)]
+    # a row the model cannot stand behind also spans the sensitivity envelope, as a static row does
+    envelope = {i for i, row in enumerate(rows) if scenarios.needs_envelope(analysis, row.fleet_size, row.traffic, 1.0)}
+    jobs += [_Job(i, 2000, v) for i in sorted(envelope) for v in ("worse", "better")]
     jobs.sort(key=lambda j: (rows[j.row].traffic, j.seed, j.row))
     results: dict[_Job, PolicyRunShares] = {}
     for job, res in (executor or LocalProcesses()).run(_run, (analysis, rows), jobs, say=progress):
@@ -293,7 +299,8 @@ def predict(analysis: Analysis, rows: Sequence[PolicyScenario], seeds: int = 3,
     out = []
     for i, row in enumerate(rows):
         runs = [results[_Job(i, 2000 + s)] for s in range(seeds)]
-        preds = scenarios.assemble(analysis, row.fleet_size, row.traffic, 1.0, [r.shares for r in runs], [])
+        spans = [results[_Job(i, 2000, v)].shares for v in ("worse", "better")] if i in envelope else []
+        preds = scenarios.assemble(analysis, row.fleet_size, row.traffic, 1.0, [r.shares for r in runs], spans)
         for p in preds:
             out.append(PolicyPrediction(
                 row=row, prediction=p,

@@ -403,7 +403,8 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
     return out
 
 
-assemble = _assemble  # the policy rows (app.economics.policies) are assembled as the static ones
+# the policy rows (app.economics.policies) are assembled, flagged and varied as the static ones
+assemble, needs_envelope, variant = _assemble, _needs_envelope, _variant
 
 
 def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
