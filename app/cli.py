@@ -86,8 +86,12 @@ def _load_text(reports: Sequence[Any]) -> str:
         out.append(f"{state}  {visible(r.file)}  -> dataset {r.dataset!r}")
         fmt = r.format + (" (gzip)" if r.gzip else "")
         out.append(f"  format: {fmt}   engine: {r.engine or 'unknown'}")
-        out.append(f"  series: {r.series}   samples: {r.samples}")
-        interval = f"{r.scrape_interval_s:g} s" if r.scrape_interval_s else "n/a (one scrape)"
+        if r.format == "live":  # windows the store computed (app.pushdown), not samples
+            out.append(f"  series: {r.series}   window values pulled: {r.samples}")
+        else:
+            out.append(f"  series: {r.series}   samples: {r.samples}")
+        interval = (f"{r.scrape_interval_s:g} s" if r.scrape_interval_s else
+                    "n/a (windows computed by the store)" if r.format == "live" else "n/a (one scrape)")
         out.append(f"  time range: {r.start} .. {r.end}   scrape interval: {interval}   time from: {r.time_source}")
         out.append(f"  signals: {', '.join(r.signals) or 'none'}")
         out.append(f"  paths: {', '.join(visible(p) for p in r.paths) or 'none'}")
@@ -167,12 +171,21 @@ def _promises(args: argparse.Namespace) -> list[Any]:
     return list(out.values())
 
 
-def _load_for_analysis(ws: Workspace, files: Sequence[str]) -> tuple[list[int], list[Any]]:
+def _load_for_analysis(ws: Workspace, files: Sequence[str], args: argparse.Namespace | None = None,
+                       command: str = "") -> tuple[list[int], list[Any]]:
+    """Load ``files`` (and, with ``--prometheus --pushdown``, pull the cube); the datasets to analyse
+    (those loaded, else every dataset of the workspace) and the load reports."""
     reports = load.load_files(ws, files) if files else []
     for r in reports:
         for e in r.errors:
             sys.stderr.write(f"error: {e}\n")
     ids = sorted({r.dataset_id for r in reports if r.dataset_id is not None}) if files else ws.dataset_ids()
+    if args is not None and getattr(args, "prometheus", None) and args.pushdown:
+        pulled = _pull(ws, args, command)
+        if pulled is None:
+            return [], reports
+        ids = sorted({*(ids if files else []), pulled.dataset_id})
+        reports.append(pulled)
     return ids, reports
 
 
@@ -188,7 +201,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom report: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        ids, reports = _load_for_analysis(ws, args.files)
+        ids, reports = _load_for_analysis(ws, args.files, args, "report")
         if not ids:
             sys.stderr.write("headroom report: no dataset loaded\n")
             return 1
@@ -222,6 +235,79 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+# -- tail ------------------------------------------------------------------------------------------
+def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
+    """``--e2e [PATH=]SECONDS``: an end-to-end threshold on a path's promise (no PATH: every promise)."""
+    from dataclasses import replace
+
+    from app import promise as pm
+
+    e2e: dict[str, float] = {}
+    for item in items:
+        path, _, seconds = item.rpartition("=")
+        try:
+            e2e[path or pm.ALL_PATHS] = float(seconds)
+        except ValueError:
+            raise ValueError(f"--e2e {item!r}: expected [PATH=]SECONDS") from None
+    out = []
+    for p in promises:
+        value = e2e.get(p.path, e2e.get(pm.ALL_PATHS))
+        out.append(replace(p, e2e_s=value) if value is not None else p)
+    return out
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from app import report
+    from app.cube import ensure_cube, parse_window
+    from app.tail import report as tail_report
+
+    try:
+        window_s = parse_window(args.window)
+        promises = _with_e2e(_promises(args), args.e2e or [])
+        start, end = report.parse_time(args.start), report.parse_time(args.end)
+        prices = None
+        if args.twin:
+            from app.economics.inputs import parse_breach_prices
+
+            prices = parse_breach_prices(args.breach_price or [])
+    except ValueError as exc:
+        sys.stderr.write(f"headroom tail: {exc}\n")
+        return 2
+    with _workspace(args) as ws:
+        ids, reports = _load_for_analysis(ws, args.files, args, "tail")
+        if not ids:
+            sys.stderr.write("headroom tail: no dataset loaded\n")
+            return 1
+        labels = args.path_label or ws.path_labels()
+        cube_id = ensure_cube(ws, ids, window_s, labels)
+        names = [r[0] for r in ws.cursor().execute(
+            "select name from datasets where list_contains($ids, dataset_id) order by dataset_id", {"ids": ids}).fetchall()]
+        twin_rows = None
+        try:
+            if args.twin:
+                from app.economics import scenarios
+                from app.tail import twin
+
+                progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
+                analysis = scenarios.analyse(ws, ids, promises, list(labels), observed_replicas=args.observed_replicas,
+                                             seeds=args.seeds, progress=progress)
+                twin_rows = twin.attribute(analysis, prices, args.horizon_hours, seeds=args.seeds, progress=progress)
+            doc = tail_report.build(ws, cube_id, window_s, promises, names, start, end, twin_rows)
+        except ValueError as exc:
+            sys.stderr.write(f"headroom tail: {exc}\n")
+            return 1
+    if not doc["attribution"]:
+        sys.stderr.write("headroom tail: no TTFT histogram with a promise in the data: nothing to attribute\n")
+        return 1
+    if args.format == "json":
+        _write(dumps(doc))
+    elif args.format == "csv":
+        _write(tail_report.to_csv(doc))
+    else:
+        _write(tail_report.to_markdown(doc))
+    return 1 if any(r.status == "failed" for r in reports) else 0
+
+
 # -- live stores -----------------------------------------------------------------------------------
 def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--prometheus", metavar="URL", required=required,
@@ -238,7 +324,12 @@ def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--insecure", action="store_true", help="do not verify TLS (said on stderr)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (default 30)")
     p.add_argument("--match", help="a label selector narrowing the series, e.g. '{job=\"vllm\"}'")
-    p.add_argument("--chunk", default="1h", help="time per query (default 1h; smaller for dense stores)")
+    p.add_argument("--chunk", help="time per query (default 1h of raw samples, 1d of pushdown windows)")
+    p.add_argument("--pushdown", action="store_true", help="let the store compute the windows (PromQL increase() "
+                   "and *_over_time at step = window, summed by the path labels): far less to pull, but counts are "
+                   "increase()'s extrapolated ones (README: Pushdown and extrapolation); default: raw samples, exact")
+    p.add_argument("--by", choices=["path", "series"], default="path", help="with --pushdown: sum in the store by "
+                   "the path labels (default) or pull every series' windows (any path mapping later)")
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -261,8 +352,8 @@ def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
 
     try:
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
-        n, _, _ = live.fetch(_store(args), args.start or "now-1d", args.end or "now", out, args.match, args.chunk,
-                             progress)
+        n, _, _ = live.fetch(_store(args), args.start or "now-1d", args.end or "now", out, args.match,
+                             args.chunk or "1h", progress)
     except (live.LiveError, ValueError) as exc:
         sys.stderr.write(f"headroom {command}: {exc}\n")
         return 1
@@ -283,17 +374,48 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             return 1
         _write(dumps(found))
         return 0
+    if args.pushdown:
+        if args.out:
+            sys.stderr.write("headroom fetch: --pushdown keeps the pulled cube in the workspace (--db FILE), not in "
+                             "--out\n")
+            return 2
+        with _workspace(args) as ws:
+            report = _pull(ws, args, "fetch")
+        if report is None:
+            return 1
+        _write(dumps({"files": [report.as_json()]}) if args.format == "json" else _load_text([report]) + "\n")
+        return 0
     if not args.out:
-        sys.stderr.write("headroom fetch: give --out FILE.parquet (or --discover)\n")
+        sys.stderr.write("headroom fetch: give --out FILE.parquet, or --pushdown --db FILE (or --discover)\n")
         return 2
     failed = _fetch(args, Path(args.out), "fetch")
     return 0 if failed is None else failed
 
 
+def _pull(ws: Workspace, args: argparse.Namespace, command: str) -> Any:
+    """``--pushdown``: the cube pulled by PromQL into ``ws`` as a dataset of kind live; its report, or None
+    (the error printed)."""
+    from app import live, pushdown
+
+    progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
+    try:
+        # the capacity model reads every replica's series at 1-minute windows (the demand) and fits on each
+        # scrape interval: scenarios pull per series at 1 m, with the scalar series (no bucket) raw
+        scenarios = command == "scenarios"
+        return pushdown.fetch_cube(ws, _store(args), args.start or "now-1d", args.end or "now",
+                                   window="1m" if scenarios else getattr(args, "window", None) or "5m",
+                                   path_labels=args.path_label,
+                                   by="series" if scenarios else args.by, match=args.match, chunk=args.chunk or "1d",
+                                   progress=progress, raw_scalars=scenarios)
+    except (live.LiveError, ValueError) as exc:
+        sys.stderr.write(f"headroom {command}: {exc}\n")
+        return None
+
+
 def _with_live(args: argparse.Namespace, command: str, run: Any) -> int:
     """Run ``run(args)`` on the files given plus, with ``--prometheus``, the raw samples fetched into a
     temporary export (the exact path: the cube is built locally)."""
-    if not getattr(args, "prometheus", None):
+    if not getattr(args, "prometheus", None) or args.pushdown:  # a pushdown pulls into the command's workspace
         return run(args)
     with tempfile.TemporaryDirectory(prefix="headroom-live-") as tmp:
         out = Path(tmp) / "live.parquet"
@@ -409,7 +531,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom scenarios: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        ids, reports = _load_for_analysis(ws, args.files)
+        ids, reports = _load_for_analysis(ws, args.files, args, "scenarios")
         if not ids:
             sys.stderr.write("headroom scenarios: no dataset loaded\n")
             return 1
@@ -585,6 +707,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(pr)
     pr.set_defaults(func=lambda a: _with_live(a, "report", cmd_report))
 
+    pt = sub.add_parser("tail", help="where the tail lives: breaches queueing explains, what headroom can buy "
+                        "down (--twin), and which signal leads breach, with a scaling rule")
+    pt.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
+    pt.add_argument("--promise", action="append",
+                    help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
+    pt.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
+    pt.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
+    pt.add_argument("--e2e", action="append", help="[PATH=]SECONDS: an end-to-end threshold whose breaches are "
+                    "attributed to queue, prefill and decode time")
+    pt.add_argument("--window", default="1m", help="window length, 1m to 1d (default 1m: leads of 0-15 minutes in minutes)")
+    pt.add_argument("--start", help="first window start, ISO-8601, Unix seconds or relative (default: start of data)")
+    pt.add_argument("--end", help="end of the range (default: end of data)")
+    pt.add_argument("--twin", action="store_true", help="also fit the twin and replay the observed demand at N, 2N "
+                    "and 4N: the breaches capacity causes, per month and in dollars (about the time of headroom scenarios' fit)")
+    pt.add_argument("--breach-price", action="append", help="with --twin: PATH=USD (or USD for every path)")
+    pt.add_argument("--horizon-hours", type=float, default=720.0, help="with --twin: hours of a month (default 720)")
+    pt.add_argument("--observed-replicas", type=int, help="with --twin: replicas behind the data (default: inferred)")
+    pt.add_argument("--seeds", type=int, default=3, help="with --twin: replay seeds (default 3)")
+    pt.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pt.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
+    _add_db(pt, default_memory=True)
+    _add_store(pt)
+    pt.set_defaults(func=lambda a: _with_live(a, "tail", cmd_tail))
+
     pf = sub.add_parser("fetch", help="read the raw serving samples of a live Prometheus-compatible store into a "
                         "long Parquet file (what headroom load reads)")
     _add_store(pf, required=True)
@@ -594,6 +740,13 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--discover", action="store_true", help="print (JSON) the engines, families and candidate path "
                     "labels the store holds in the range, and fetch nothing")
     pf.add_argument("--quiet", action="store_true", help="no progress lines")
+    pf.add_argument("--window", default="5m", help="with --pushdown: the window the store computes (default 5m; a "
+                    "cube of it may use any multiple)")
+    pf.add_argument("--path-label", action="append", help="with --pushdown --by path: label(s) the store sums by "
+                    "(default: the workspace's path labels, __model__ = the engine's model label)")
+    pf.add_argument("--format", choices=["text", "json"], default="text", help="with --pushdown: the dataset's "
+                    "summary as text or JSON (as headroom load)")
+    _add_db(pf)
     pf.set_defaults(func=cmd_fetch)
 
     pu = sub.add_parser("rules", help="the promise as Prometheus recording rules and burn-rate alerts (YAML)")

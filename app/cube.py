@@ -15,7 +15,7 @@ import pandas as pd
 
 from app import sql
 from app.ingest.text import empty_tables
-from app.store import CUBE_TABLES, Workspace, path_mapping
+from app.store import CUBE_TABLES, MODEL_LABEL, MODEL_LABELS, Workspace, path_mapping
 
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
@@ -66,7 +66,21 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
     and ``cube_series_windows``, and ``cube_duplicate_series``, the series that repeat an instant,
     which later queries of the same connection may read)."""
     ids = [int(i) for i in dataset_ids]
+    live = check_live(con, ids, window_s, path_labels)
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
+    if live:  # windows a store computed (app.pushdown), at this cube's window; the raw samples a pull
+        # keeps for the capacity fit are of the same series, so they are not windowed again here
+        sql.materialize(con, "cube__live_series_windows", "cube_series_windows", dataset_ids=live,
+                        window_s=int(window_s))
+        con.execute("create or replace temp table cube_duplicate_series as "
+                    "select series_id from cube_series_windows where duplicates > 0")
+    else:
+        _windows_of_samples(con, ids, window_s)
+    sql.materialize(con, "cube__build", "cube_new")
+
+
+def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -> None:
+    """``cube_series_windows`` (and ``cube_duplicate_series``) from the datasets' samples."""
     # A load stores a file in the order it reads it, and exports come series by series in time order:
     # read in storage order, a series' neighbours are mostly beside it, and only the ends of its runs
     # need a sort (at 10 M samples a few thousand rows instead of all of them: 4x faster). When
@@ -86,7 +100,32 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
         sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids,
                         window_s=int(window_s), dedupe=True, presorted=False)
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
-    sql.materialize(con, "cube__build", "cube_new")
+
+
+def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
+               path_labels: Sequence[str]) -> list[int]:
+    """The live datasets (pulled by PromQL, ``app.pushdown``) among ``dataset_ids``, after checking that
+    their windows can make this cube: its window a multiple of the pulled one, its path labels among
+    those the store summed by, and no file dataset beside them (the same samples would count twice)."""
+    pulls = con.execute("select dataset_id, window_s, by_what, labels, url from live_pulls "
+                        "where list_contains($ids, dataset_id) order by dataset_id",
+                        {"ids": [int(i) for i in dataset_ids]}).fetchall()
+    if not pulls:
+        return []
+    if len(pulls) < len(dataset_ids):
+        raise ValueError("a dataset pulled from a live store by PromQL cannot share a cube with files or raw "
+                         "fetches (the same requests would count twice): select it alone, or fetch raw samples")
+    for dataset_id, pulled_s, by, labels, url in pulls:
+        if window_s % pulled_s:
+            raise ValueError(f"dataset {dataset_id} was pulled from {url} at {pulled_s} s windows: a cube of it needs "
+                             f"a multiple of {pulled_s} s (not {window_s} s), or pull again at this window")
+        if by == "path":
+            missing = [x for x in path_labels
+                       if x not in labels and not (x == MODEL_LABEL and any(m in labels for m in MODEL_LABELS))]
+            if missing:
+                raise ValueError(f"dataset {dataset_id} was summed in {url} by {', '.join(labels) or 'no label'}: "
+                                 f"it has no {', '.join(missing)} (pull again with --path-label, or --by series)")
+    return [int(p[0]) for p in pulls]
 
 
 def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
@@ -134,6 +173,16 @@ def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], win
     con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
                 {"k": cube_key(ids, window_s, path_labels, rules), "id": cube_id, "s": json.dumps(spec)})
     return cube_id
+
+
+def pulled_by_store(ws: Workspace, cube_id: int) -> list[dict[str, object]]:
+    """The live pulls (``app.pushdown``) a cube was built from: their counts are the store's ``increase()``,
+    not exact increases, and every number read from the cube says so."""
+    rows = ws.cursor().execute(
+        "select p.url, p.window_s, p.by_what from live_pulls as p, cube_index as c "
+        "where c.cube_id = $id and list_contains(cast(c.spec->'datasets' as integer[]), p.dataset_id) "
+        "order by p.dataset_id", {"id": cube_id}).fetchall()
+    return [{"url": u, "window_s": w, "by": b} for u, w, b in rows]
 
 
 def cube_frame(ws: Workspace, cube_id: int) -> pd.DataFrame:

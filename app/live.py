@@ -174,6 +174,11 @@ class Client:
     def query(self, expr: str, at: float) -> list[dict[str, Any]]:
         return self._call("a query", self._pc.custom_query, expr, params={"time": f"{at:.3f}"})
 
+    def query_range(self, expr: str, start: float, end: float, step_s: int) -> list[dict[str, Any]]:
+        """``expr`` evaluated at start, start + step, ..., end (Unix seconds, whole)."""
+        return self._call("a range query", self._pc.custom_query_range, expr, datetime.fromtimestamp(start, UTC),
+                          datetime.fromtimestamp(end, UTC), f"{int(step_s)}s")
+
 
 def known_families() -> list[str]:
     """The metric families of every engine Headroom knows (``data/signals.csv``)."""
@@ -211,19 +216,23 @@ _NOT_PATH_LABELS = {"__name__", "le", "quantile", "instance", "job", "engine", "
 
 
 def discover(client: Client, start: datetime, end: datetime, match: str | None = None) -> dict[str, Any]:
-    """What the store holds for Headroom in (start, end]: the engines and families present and the
-    candidate path labels (label: distinct values, on the serving series), most values first."""
+    """What the store holds for Headroom in (start, end]: the engines and families present, the
+    candidate path labels (label: distinct values, on the serving series), most values first, and every
+    label name the serving series carry."""
     names = serving_metric_names(client)
     engine_of = {r["family"]: r["engine"] for r in signal_rows()}
     families = sorted({f for n in names for f in engine_of if n == f or (n.startswith(f) and n[len(f):] in _SUFFIXES)})
     values: dict[str, set[str]] = {}
+    seen: set[str] = set()
     if names:
         for labels in client.series(_selector(match, names), start, end):
+            seen.update(labels)
             for k, v in labels.items():
                 if k not in _NOT_PATH_LABELS:
                     values.setdefault(k, set()).add(v)
     return {"url": client.store.url, "engines": sorted({engine_of[f] for f in families}), "families": families,
-            "path_labels": {k: sorted(v) for k, v in sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[0]))}}
+            "path_labels": {k: sorted(v) for k, v in sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[0]))},
+            "labels": sorted(seen - {"__name__"})}
 
 
 def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,

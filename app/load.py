@@ -151,13 +151,13 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
     report = LoadReport(
-        file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
-        format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=_iso(t_min),
-        end=_iso(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
+        file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,
+        format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=iso_utc(t_min),
+        end=iso_utc(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
     )
     describe_dataset(con, dataset_id, report)
     _duplicate_notes(con, report, where_word(staged.format))
-    _insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,
+    insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,
                     t_min=t_min, t_max=t_max, interval=interval)
     return report
 
@@ -192,19 +192,19 @@ def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Sourc
     paths = [r[0] for r in con.execute("select distinct path from stage_records order by 1").fetchall()]
     failed = con.execute("select count(*) from stage_records where finished_reason in ('abort', 'error')"
                          ).fetchone()[0]
-    report = LoadReport(file=src.display, status="loaded", dataset=_unique_name(con, name), dataset_id=dataset_id,
-                        format=kind, gzip=src.gzip, samples=int(n), start=_iso(t_min), end=_iso(t_max),
+    report = LoadReport(file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,
+                        format=kind, gzip=src.gzip, samples=int(n), start=iso_utc(t_min), end=iso_utc(t_max),
                         time_source="samples", signals=["per-request records"], paths=paths,
                         notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
     if dropped:
         report.notes.append(f"dropped {dropped} record(s) whose times fall outside 1970-2200 (a wrong unit or a "
                             "corrupt field)")
-    _insert_dataset(con, report, digest, engine=None, n_series=0, n_samples=int(n), t_min=t_min, t_max=t_max,
+    insert_dataset(con, report, digest, engine=None, n_series=0, n_samples=int(n), t_min=t_min, t_max=t_max,
                     interval=None)
     return report
 
 
-def _insert_dataset(con: duckdb.DuckDBPyConnection, report: LoadReport, digest: str, *, engine: str | None,
+def insert_dataset(con: duckdb.DuckDBPyConnection, report: LoadReport, digest: str, *, engine: str | None,
                     n_series: int, n_samples: int, t_min: datetime | None, t_max: datetime | None,
                     interval: float | None) -> None:
     con.execute(
@@ -216,14 +216,17 @@ def _insert_dataset(con: duckdb.DuckDBPyConnection, report: LoadReport, digest: 
          "t_min": t_min, "t_max": t_max, "interval": interval, "summary": json.dumps(report.as_json())})
 
 
-def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: LoadReport) -> None:
+def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: LoadReport,
+                     window_s: int = SUMMARY_WINDOW_S, path_labels: Sequence[str] | None = None) -> None:
     """Fill the engine/signal/path/health fields of ``report`` (inside the load's transaction).
 
-    The summary reads the dataset's 5-minute cube; it is kept as the cached cube of that spec, so the
-    first page or report on this dataset alone (the usual first look) does not build it again."""
-    path_labels, rules = path_mapping(con)
-    cube.build_into_temp(con, [dataset_id], SUMMARY_WINDOW_S, path_labels)
-    cube.keep_built(con, [dataset_id], SUMMARY_WINDOW_S, path_labels, rules)
+    The summary reads the dataset's 5-minute cube (a live pull's: its own window and path labels); it
+    is kept as the cached cube of that spec, so the first page or report on this dataset alone (the
+    usual first look) does not build it again."""
+    stored_labels, rules = path_mapping(con)
+    path_labels = list(path_labels) if path_labels is not None else stored_labels
+    cube.build_into_temp(con, [dataset_id], window_s, path_labels)
+    cube.keep_built(con, [dataset_id], window_s, path_labels, rules)
     engines = sql.rows(con, "summary__engines")
     if engines:
         report.engine = engines[0][0]
@@ -261,7 +264,7 @@ def _repair_notes(con: duckdb.DuckDBPyConnection, report: LoadReport) -> None:
     if not rows:
         report.notes.append(what)  # only after summing several label sets of a path
         return
-    shown = "; ".join(f"{shorten(series, 120)} rose {inc:g} in the window after {_iso(start)} while a lower "
+    shown = "; ".join(f"{shorten(series, 120)} rose {inc:g} in the window after {iso_utc(start)} while a lower "
                       f"bucket rose {lower:g}" for series, start, inc, lower, _ in rows)
     more = f" and {rows[0][-1] - len(rows)} more" if rows[0][-1] > len(rows) else ""
     report.notes.append(f"{what}: {shown}{more}")
@@ -278,18 +281,18 @@ def _duplicate_notes(con: duckdb.DuckDBPyConnection, report: LoadReport, unit: s
     differing = [r for r in rows if r[2] > 1]
     for series, ts, _, kept, lines, vals, _, _ in differing[:1]:
         where = f"{unit}s " + " and ".join(map(str, lines)) if len(lines) <= 3 else f"{unit}s {lines[0]}, ..."
-        report.notes.append(f"series {shorten(series, 120)} has {len(vals)} values at {_iso(ts)} ({where}: "
+        report.notes.append(f"series {shorten(series, 120)} has {len(vals)} values at {iso_utc(ts)} ({where}: "
                             f"{', '.join(f'{v:g}' for v in vals)}): the highest ({kept:g}) is kept"
                             + (f"; {n_differing} such instant(s) in all" if n_differing > 1 else ""))
     if n_instants > n_differing:
         same = [r for r in rows if r[2] == 1]
-        example = (f" (first: {shorten(same[0][0], 120)} at {_iso(same[0][1])}, {unit}s "
+        example = (f" (first: {shorten(same[0][0], 120)} at {iso_utc(same[0][1])}, {unit}s "
                    f"{' and '.join(map(str, same[0][4][:3]))})" if same else "")
         report.notes.append(f"{n_instants - n_differing} instant(s) where a series repeats the same value{example}: "
                             "kept once")
 
 
-def _unique_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
+def unique_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
     taken = {r[0] for r in con.execute("select name from datasets").fetchall()}
     if name not in taken:
         return name
@@ -307,7 +310,7 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _iso(ts: datetime | str | None) -> str | None:
+def iso_utc(ts: datetime | str | None) -> str | None:
     if isinstance(ts, str):  # DuckDB hands Python a timestamp beyond its datetime's range as text
         return ts
     return ts.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z") if ts else None

@@ -9,6 +9,7 @@ from typing import Any
 
 from app import live
 from app import promise as pm
+from app.cube import pulled_by_store
 from app.escape import csv_row, md
 from app.store import Workspace
 
@@ -41,8 +42,12 @@ def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise]
             doc["alerts"] = {k: (a[k] if isinstance(a[k], str) else None) for k in pm.ALERT_RULES}
             doc["alerts"]["at"] = _iso(a["window_start"] + _td(window_s))
         paths.append(doc)
+    pulls = pulled_by_store(ws, cube_id)
+    counts = ("exact: increases of the raw samples" if not pulls else
+              "extrapolated: PromQL increase() computed by the store (" + ", ".join(sorted({p["url"] for p in pulls}))
+              + "); shares are ratios of one histogram's increases, so extrapolation mostly cancels in them")
     return {"start": _iso(start), "end": _iso(end), "window_s": window_s,
-            "include_failed": include_failed, "paths": paths}
+            "include_failed": include_failed, "counts": counts, "paths": paths}
 
 
 def _td(seconds: int) -> Any:
@@ -66,6 +71,8 @@ def _marginal_md(m: dict[str, Any] | None) -> str:
 def to_markdown(doc: dict[str, Any]) -> str:
     lines = [f"Promise report {doc['start']} .. {doc['end']} (windows of {doc['window_s']} s; failed requests "
              f"{'count as breaches' if doc['include_failed'] else 'excluded'})", ""]
+    if not doc.get("counts", "exact").startswith("exact"):
+        lines += [f"Counts: {md(doc['counts'])}.", ""]
     lines += ["| path | requests | failed | TTFT breach | TPOT breach | joint breach | target | meets | budget left |",
               "|---|---:|---:|---|---|---|---:|---|---:|"]
     for p in doc["paths"]:

@@ -31,6 +31,8 @@ CUBE_TABLES = ("cube_rows", "cube_bucket_layouts", "cube_window_histograms")
 # model with (model_name, model, model_id or served_model_name; queries/signals__series.sql). Label
 # names starting with `__` are reserved by Prometheus, so no exporter's label is called this.
 MODEL_LABEL = "__model__"
+# the labels an engine may name its model with, in the order `__model__` tries them (signals__series)
+MODEL_LABELS = ("model_name", "model", "model_id", "served_model_name")
 DEFAULT_PATH_LABELS = (MODEL_LABEL,)
 
 
@@ -162,9 +164,12 @@ class Workspace:
             con.execute("delete from samples where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from families where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from request_records where dataset_id = $id", {"id": dataset_id})
+            con.execute("delete from live_windows where dataset_id = $id", {"id": dataset_id})
+            con.execute("delete from live_pulls where dataset_id = $id", {"id": dataset_id})
             drop_cubes_for(con, dataset_id)
             con.execute("delete from datasets where dataset_id = $id", {"id": dataset_id})
-            con.execute("delete from series where series_id not in (select distinct series_id from samples)")
+            con.execute("delete from series where series_id not in (select distinct series_id from samples) "
+                        "and series_id not in (select distinct series_id from live_windows)")
 
     # -- settings and path rules ---------------------------------------------------------------
     def get_setting(self, key: str, default: Any = None) -> Any:

@@ -14,6 +14,7 @@ pages = [
     st.Page("app_pages/promise.py", title="Promise", icon=":material/handshake:"),
     st.Page("app_pages/economics.py", title="Economics", icon=":material/payments:"),
     st.Page("app_pages/model.py", title="Capacity model", icon=":material/memory:"),
+    st.Page("app_pages/tail.py", title="Tail", icon=":material/troubleshoot:"),
     st.Page("app_pages/sets.py", title="Scenario sets", icon=":material/compare:"),
 ]
 timing = st.sidebar.empty()

@@ -18,7 +18,7 @@ series_windows as (
 buckets_raw as (
     select window_start, path, signal, le, sum(increase) as value
     from series_windows
-    where kind = 'histogram' and suffix = 'bucket'
+    where kind = 'histogram' and suffix = 'bucket' and increase is not null
     group by all
 ),
 
@@ -44,14 +44,14 @@ histogram_totals as (
         case suffix when 'count' then 'count' else 'sum' end as stat,
         sum(increase * case suffix when 'sum' then scale else 1 end) as value
     from series_windows
-    where kind = 'histogram' and suffix in ('count', 'sum')
+    where kind = 'histogram' and suffix in ('count', 'sum') and increase is not null
     group by all
 ),
 
 counters as (
     select window_start, path, signal, sum(increase) as value
     from series_windows
-    where kind = 'counter'
+    where kind = 'counter' and increase is not null
     group by all
 ),
 
@@ -69,7 +69,12 @@ gauges as (
 ),
 
 replicas as (
-    select window_start, path, count(distinct replica) as value
+    -- a series that names no replica (a bare snapshot; a live store's sum over replicas) counts as
+    -- one only where no series of the path names one
+    select
+        window_start,
+        path,
+        coalesce(nullif(count(distinct nullif(replica, '')), 0), 1) as value
     from series_windows
     group by all
 ),

@@ -14,7 +14,7 @@
 --   serving several paths is counted in each; a counter or histogram there, or a series of a
 --   replica with no labelled series, is path `(none)`.
 -- grain: one row per (series_id, signal, path)
--- reads: path_rules, samples, series, signal_map
+-- reads: live_windows, path_rules, samples, series, signal_map
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param path_labels VARCHAR[]  labels whose values, joined with ' / ', name a series' path
 -- @returns series_id UBIGINT, signal VARCHAR, kind VARCHAR, scale DOUBLE, suffix VARCHAR,
@@ -26,6 +26,9 @@ selected_series as (
     from series as s
     where s.series_id in (
         select distinct series_id from samples where list_contains($dataset_ids, dataset_id)
+        union
+        -- a live pull's series (app.pushdown): windows the store computed
+        select distinct series_id from live_windows where list_contains($dataset_ids, dataset_id)
     )
 ),
 

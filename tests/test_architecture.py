@@ -18,7 +18,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.cube", "app.promise"),
     ("app.records",),
     ("app.load", "app.live"),
+    ("app.pushdown",),
     ("app.economics", "app.report", "app.rules"),
+    ("app.tail",),
     ("app.ui",),
     ("app.cli", "app.bench", "app.app_pages", "app.streamlit_app", "app.__main__"),
 )

@@ -3,7 +3,8 @@ Playwright through Debian's /usr/bin/chromium (never `playwright install`).
 
 Data page on the sample (a 1-hour slice of the bundled day, the export an empty workspace opens on) →
 upload a real /metrics capture and read its summary → Promise: change a threshold and see the share
-move to the value computed from the raw samples → Economics: run two scenarios and see the cheapest N'.
+move to the value computed from the raw samples → Economics: run two scenarios and see the cheapest N' →
+Capacity model → Tail: the attribution, the rule, and the twin's attribution of the Economics run.
 One interaction at a time, each followed by an ``expect`` on its visible effect (environment recipes,
 pitfall 12). Under CI=true a missing Chromium fails the test instead of skipping it.
 """
@@ -159,6 +160,18 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
         expect(page.get_by_text(re.compile("Source: \\*?given"))).to_be_visible(timeout=SLOW)
         expect(page.get_by_text("Isotonic fits of the per-window joint share")).to_be_visible(timeout=SLOW)
         page.screenshot(path=str(shots / "4-capacity-model.png"))
+
+        # 6. Tail: the attribution, the signals and the rule; then the twin of the Economics run
+        nav.get_by_text("Tail", exact=True).click()
+        expect(page.get_by_role("heading", name="Tail", exact=True)).to_be_visible(timeout=SLOW)
+        expect(page.get_by_role("heading", name="Queue time against TTFT")).to_be_visible(timeout=SLOW)
+        expect(page.get_by_text(re.compile(r"Recommended: scale out when (waiting|running)"))).to_be_visible(
+            timeout=SLOW)
+        page.get_by_role("button", name="Replay with ample replicas").click()
+        expect(page.get_by_text(re.compile(r"^Intrinsic: the breaches the twin still shows"))).to_be_visible(
+            timeout=SLOW)
+        expect(page.get_by_test_id("stDownloadButton")).to_have_count(2, timeout=SLOW)
+        page.screenshot(path=str(shots / "5-tail.png"), full_page=True)
         browser.close()
 
 

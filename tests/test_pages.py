@@ -132,9 +132,9 @@ def settings(db: Path, key: str) -> object:
 
 
 # -- every page ------------------------------------------------------------------------------------------
-def test_the_router_registers_the_five_pages() -> None:
+def test_the_router_registers_the_six_pages() -> None:
     assert registered_pages() == ["app_pages/data.py", "app_pages/promise.py", "app_pages/economics.py",
-                                  "app_pages/model.py", "app_pages/sets.py"]
+                                  "app_pages/model.py", "app_pages/tail.py", "app_pages/sets.py"]
 
 
 @pytest.mark.parametrize("page_file", registered_pages())
@@ -287,7 +287,8 @@ def test_the_promise_page_offers_its_rules_when_the_thresholds_are_bounds() -> N
         at.number_input(key=state.promise_key(path, "tpot_s")).set_value(tpot).run()
     assert not at.exception, at.exception
     assert not any("is not a bucket bound" in w.value for w in at.warning)
-    assert [b.proto.label for b in at.get("download_button")] == ["Download rules.yml"]
+    assert [b.proto.label for b in at.get("download_button")] == ["Report (Markdown)", "Report (CSV)",
+                                                                 "Download rules.yml"]
 
 
 def test_a_preset_sets_the_thresholds() -> None:

@@ -549,6 +549,21 @@ def test_headroom_report_on_the_live_store_equals_the_report_on_the_file(fleet: 
     assert docs[0]["paths"] and all(p["requests"] > 0 for p in docs[0]["paths"])
 
 
+def test_headroom_tail_on_the_live_store_equals_the_tail_on_the_file(fleet: Fleet) -> None:
+    """``headroom tail --prometheus URL`` prints what ``headroom tail FILE`` prints on the same data."""
+    args = ["--start", pd.Timestamp(E0, unit="s").isoformat(), "--end", pd.Timestamp(E0 + WHOLE, unit="s").isoformat(),
+            "--promise", "0.5/0.05", "--format", "json"]
+    docs = []
+    for source in (["--prometheus", fleet.url], [str(fleet.openmetrics)]):
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert cli.main(["tail", *source, *args]) == 0
+        doc = json.loads(out.getvalue())
+        docs.append({k: v for k, v in doc.items() if k != "datasets"})
+    assert docs[0] == docs[1]
+    assert docs[0]["attribution"] and all(a["requests"] > 0 for a in docs[0]["attribution"])
+
+
 def test_discovery_names_the_engine_families_and_path_labels(fleet: Fleet) -> None:
     out = io.StringIO()
     with redirect_stdout(out), redirect_stderr(io.StringIO()):

@@ -50,6 +50,11 @@ def bound_ws() -> Iterator[Workspace]:
         report = load_file(w, path)
         assert report.status == "loaded", report.errors
     cube_id = ensure_cube(w, [1], 60, None)
+    # the frames a live pull registers (app.pushdown), as empty tables of their columns
+    w.con.execute("create temp table live_pulled (metric varchar, labels varchar, window_start timestamp, "
+                  "stat varchar, value double)")
+    w.con.execute("create temp table live_families (family varchar, mtype varchar)")
+    w.con.execute("create temp table live_raw (metric varchar, labels varchar, ts timestamp, value double)")
     # the replica-labelled series the capacity model's scrape intervals read
     sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])
     # the lists the promise index is built from (index_for_promises drops them once stored)

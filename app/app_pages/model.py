@@ -3,7 +3,8 @@ engine config, fitted, calibrated, assumed), the flags, the calibration and the 
 observed N; the empirical load–response curve as a cross-check; Kingman and Erlang C as a thinking tool.
 
 Reads the last run of the Economics page (session state): the analysis, and the curve
-(``crosscheck.load_response``) and queueing view (``crosscheck.queueing_view``) computed with it.
+(``crosscheck.load_response``) and queueing view (``crosscheck.queueing_view``) computed with it; without
+a run, fits the model on open with the Economics page's inputs (the same cached analysis a run uses).
 """
 
 from __future__ import annotations
@@ -16,16 +17,34 @@ from app.economics import decision
 from app.economics.scenarios import Observed
 from app.escape import md
 from app.ui import cache, charts, state
+from app.ui import data as data_view
+from app.ui import economics as economics_view
 from app.ui import model as model_view
+from app.ui import promise as promise_view
 from app.ui.page import open_page
 
-page = open_page("Capacity model", needs_paths=False)
+page = open_page("Capacity model")
 db, ws = page.db, page.ws
 
 run = st.session_state.get(state.ECON_RUN)
 if run is None:
-    st.info("Run scenarios on the Economics page first: the capacity model is fitted as part of that run.")
-else:
+    # no scenario run yet: fit the model on open with the Economics page's inputs (cached by the same key,
+    # so a later run of those inputs reuses this fit)
+    inputs = model_view.inputs_on_open(economics_view.economics_inputs(page.mine), data_view.datasets(ws),
+                                       page.ref.datasets, ws.path_labels(), ws.path_rules(),
+                                       promise_view.stored_promises(page.mine, page.paths))
+    spec = inputs.replay_key()
+    try:
+        with st.spinner("Fitting the capacity model and calibrating the twin at the observed N…"):
+            analysis = cache.analysis(db, spec)
+            run = {"analysis": analysis, "spec": spec, "predictions": [], "queueing": inputs.queueing(analysis),
+                   "cross_check": cache.cross_check(db, spec, inputs.replicas, inputs.traffic)}
+    except ValueError as exc:
+        st.warning(f"The capacity model cannot be fitted on these data: {md(exc)}")
+    else:
+        st.caption("Fitted on open with the Economics page's inputs (datasets, promises, engine facts); "
+                   "**Run scenarios** there adds the predictions beside the curve.")
+if run is not None:
     analysis, spec = run["analysis"], json.loads(run["spec"])
     model = analysis.model
     observed: Observed = analysis.observed
@@ -99,7 +118,7 @@ else:
     else:
         path = st.selectbox("Path", sorted(run["cross_check"]), key=state.MODEL_PATH)
         cases = sorted({(p.traffic, p.context) for p in run["predictions"]})
-        g, m = (1.0, 1.0) if (1.0, 1.0) in cases else cases[0]
+        g, m = (1.0, 1.0) if (1.0, 1.0) in cases or not cases else cases[0]
         # the 5-minute cube of the run's datasets: the one the curve and the observed shares come from
         ref = cache.cube(db, tuple(spec["datasets"]), 300, tuple(spec["path_labels"]),
                             tuple(tuple(r) for r in spec["rules"]))

@@ -12,9 +12,10 @@ from datetime import timedelta
 
 import streamlit as st
 
-from app import promise
+from app import promise, report
 from app.escape import md
 from app.ui import cache, charts, state
+from app.ui import economics as economics_view
 from app.ui import promise as promise_view
 from app.ui.page import open_page
 
@@ -139,10 +140,28 @@ by_window = cache.shares(db, ref, promises, start, end, include_failed, by_windo
 st.plotly_chart(charts.breach_share_by_window(by_window, signal or "joint"), key="share_chart", width="stretch")
 alerts = cache.alerts(db, ref, promises, start, end, include_failed)
 st.plotly_chart(charts.alert_states(alerts), key="alert_chart", width="stretch")
-st.dataframe(promise_view.alert_summary(alerts), hide_index=True, key="alert_table")
+prices = promise_view.breach_prices(mine.get_setting(economics_view.SETTING_ECONOMICS, None), paths)
+st.dataframe(promise_view.alert_summary(alerts, ref.window_s, prices), hide_index=True, key="alert_table")
+if prices is None:
+    st.caption("Set a breach price on the Economics page (and run it) to see the budget's burn in dollars per hour "
+               "beside the burn rate.")
+else:
+    st.caption("Burn in dollars per hour: the breached requests per hour (burn rate × (1 − target) × requests per "
+               "hour) × the breach price entered on the Economics page; low–high: the joint interval's ends.")
 st.caption("Page when the 1 h and 5 min burn both exceed 14.4 (2 % of a 30-day budget in 1 h), or 6 h and 30 min "
            "exceed 6; ticket when 3 d and 6 h exceed 1. *possible*: only the high end of the share interval burns "
            "that fast. Blank: the cube window is longer than the rule's short window.")
+
+# -- the report, as headroom report prints it ---------------------------------------------------------
+st.subheader("Download the report")
+doc = cache.promise_report(db, ref, promises, start, end, include_failed, tuple(sorted(exact.items())))
+names = list(ws.datasets().set_index("dataset_id").reindex(list(ref.datasets))["name"].astype(str))
+r1, r2 = st.columns(2)
+r1.download_button("Report (Markdown)", promise_view.report_download(names, report.to_markdown(doc), csv=False),
+                   file_name="headroom-report.md", mime="text/markdown", key="report_markdown")
+r2.download_button("Report (CSV)", promise_view.report_download(names, report.to_csv(doc), csv=True),
+                   file_name="headroom-report.csv", mime="text/csv", key="report_csv")
+st.caption("The text `headroom report --format markdown|csv` prints for these datasets, promises and range.")
 
 # -- as Prometheus rules -------------------------------------------------------------------------------
 st.subheader("As Prometheus rules")

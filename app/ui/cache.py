@@ -22,16 +22,23 @@ from typing import Any, NamedTuple
 import pandas as pd
 import streamlit as st
 
+from app import report
 from app.cube import cube_key, ensure_cube
 from app.economics import policy_file
 from app.economics.crosscheck import CURVE_WINDOW_S
 from app.economics.inputs import ScenarioInputs
 from app.economics.policies import PolicyPrediction
 from app.economics.scenarios import Analysis, Prediction
-from app.promise import PromiseTables, evaluate
+from app.promise import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
+from app.tail import attribution
+from app.tail import report as tail_report
+from app.tail import signals as tail_signals
+from app.tail import twin as tail_twin
+from app.tail.twin import TwinAttribution
 from app.ui import data
+from app.ui import tail as tail_view
 from app.ui.promise import to_promises
 from app.ui.session import Settings
 
@@ -147,6 +154,50 @@ def cross_check(db: str, replay_key: str, replicas: tuple[int, ...], traffic: tu
     inputs = replace(ScenarioInputs.from_replay_key(replay_key), replicas=replicas, traffic=traffic)
     ref = cube(db, inputs.datasets, CURVE_WINDOW_S, inputs.path_labels, inputs.rules)
     return inputs.cross_check(workspace(db), curve_cube=ref.id)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading where the tail lives (attribution and signals)…")
+def tail_document(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
+                  names: tuple[str, ...]) -> dict[str, Any]:
+    """``headroom tail``'s document on a cube (no twin): queries on the cube and arithmetic on windows."""
+    return tail_report.build(workspace(db), ref.id, ref.window_s, to_promises(promises), list(names), start, end)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def tail_quantiles(db: str, ref: CubeRef, quantile: float) -> pd.DataFrame:
+    """A quantile of each latency histogram per window over the cube's whole range."""
+    ws = workspace(db)
+    start, end = time_range(ws, ref.id, None, None)
+    return tail_view.window_quantiles(ws, ref.id, start, end, quantile)
+
+
+@st.cache_data(max_entries=8, show_spinner="Replaying the observed demand at N, 2N and 4N through the twin…")
+def twin_attribution(db: str, replay_key: str) -> list[TwinAttribution]:
+    """The twin attribution of an Economics run (its analysis, cached by the same key); unpriced."""
+    inputs = ScenarioInputs.from_replay_key(replay_key)
+    return tail_twin.attribute(analysis(db, replay_key), None, seeds=inputs.seeds)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def tail_attribution_windows(db: str, ref: CubeRef, promises: tuple[tuple, ...]) -> pd.DataFrame:
+    """The per-window attribution (``app.tail.attribution``) over the cube's whole range."""
+    ws = workspace(db)
+    start, end = time_range(ws, ref.id, None, None)
+    return attribution.attribute(ws, ref.id, to_promises(promises), start, end).ttft_windows
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def tail_signal_windows(db: str, ref: CubeRef, promises: tuple[tuple, ...], scope: str) -> pd.DataFrame:
+    """Per window: the signals and the breach share of ``scope`` (``app.tail.signals``)."""
+    return tail_signals.analyse(workspace(db), ref.id, ref.window_s, to_promises(promises), scope=scope).windows
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def promise_report(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
+                   include_failed: bool, exact: tuple[tuple[str, float], ...]) -> dict[str, Any]:
+    """``headroom report``'s document for the Promise page's choices."""
+    return report.build(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
+                        include_failed=include_failed, exact_joint=dict(exact))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

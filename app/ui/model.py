@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 
 from app.economics.capacity import parameter_value
+from app.economics.inputs import ScenarioInputs
+from app.ui import economics as economics_view
 from app.ui.units import ms, pct
 
 MODEL_ROWS = (
@@ -111,3 +113,18 @@ def load_axis(cross_check: Mapping[str, Any], path: str, predictions: Sequence[A
                               columns=["replicas", "load", "share", "share_low", "share_high", "extrapolated"]),
     }
 
+
+
+def inputs_on_open(form: Mapping[str, Any], datasets: pd.DataFrame, cube_datasets: Sequence[int],
+                   labels: Sequence[str], rules: Sequence[tuple[str, str]],
+                   promises: Mapping[str, Mapping[str, Any]]) -> ScenarioInputs:
+    """The Economics form's inputs (``economics_inputs``) as the page would run them: its datasets, or the
+    default ones among the cube's (``default_datasets``); a bad stored form falls back to the defaults."""
+    chosen = [int(i) for i in form.get("datasets") or [] if int(i) in set(datasets["dataset_id"].astype(int))]
+    form = {**form, "datasets": chosen or economics_view.default_datasets(
+        datasets[datasets["dataset_id"].isin(list(cube_datasets))])}
+    try:
+        return economics_view.scenario_inputs(form, labels, rules, promises)
+    except ValueError:
+        return economics_view.scenario_inputs({**economics_view.ECON_DEFAULTS, "datasets": form["datasets"]},
+                                              labels, rules, promises)

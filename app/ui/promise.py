@@ -10,6 +10,7 @@ import pandas as pd
 
 from app import promise as pm
 from app import rules
+from app.escape import md, visible
 from app.store import MODEL_LABEL
 from app.ui.session import Settings
 from app.ui.units import pct
@@ -130,19 +131,54 @@ def bound_notes(marginals: pd.DataFrame, bounds: Mapping[str, Sequence[float]]) 
 ALERT_LABELS = {"page_1h": "page 1h/5m", "page_6h": "page 6h/30m", "ticket_3d": "ticket 3d/6h"}
 
 
-def alert_summary(alerts: pd.DataFrame) -> pd.DataFrame:
-    """The latest state of each alert rule per path, and how many windows fired."""
+def alert_summary(alerts: pd.DataFrame, window_s: int | None = None,
+                  breach_prices: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The latest state of each alert rule per path, and how many windows fired; the burn rate of the last
+    window (low–high: the joint interval's ends over the budget) and, with ``breach_prices`` (path -> USD
+    per breach, the Economics page's), the budget's burn in dollars per hour: breached requests per hour in
+    that window (burn × (1 − target) × requests / window) × the price, and the same over the range."""
     if alerts.empty:
         return pd.DataFrame()
     rows = []
     for path, part in alerts.sort_values("window_start").groupby("path", sort=True):
         last = part.iloc[-1]
-        row = {"path": path, "at": last["window_start"]}
+        row: dict[str, Any] = {"path": path, "at": last["window_start"]}
         for key, label in ALERT_LABELS.items():
             state = last[key] if isinstance(last[key], str) else "n/a"
             row[label] = f"{state} ({int((part[key] == 'firing').sum())} windows firing)"
+        if "burn_low" not in part:  # a table without the burn rates (its alert states only)
+            rows.append(row)
+            continue
+        row["burn rate (last window)"] = f"{last['burn_low']:.2f}–{last['burn_high']:.2f}×"
+        price = (breach_prices or {}).get(path)
+        if price is not None and window_s:
+            hours = window_s / 3600
+            budget = 1 - float(last["target"])
+            per_hour = [float(last[b]) * budget * float(last["requests"]) / hours * price for b in ("burn_low", "burn_high")]
+            span_h = len(part) * hours
+            total = [float((part[b] * (1 - part["target"]) * part["requests"]).sum()) * price / span_h
+                     for b in ("burn_low", "burn_high")]
+            row["$ / hour (last window)"] = f"${per_hour[0]:,.2f}–${per_hour[1]:,.2f}"
+            row["$ / hour (range)"] = f"${total[0]:,.2f}–${total[1]:,.2f}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def breach_prices(economics_form: Mapping[str, Any] | None, paths: Sequence[str]) -> dict[str, float] | None:
+    """Each path's breach price as entered on the Economics page (its stored form), None before it was."""
+    if not economics_form or "breach" not in economics_form:
+        return None
+    own = economics_form.get("breach") or {}
+    default = economics_form.get("default_breach")
+    out = {p: float(own[p]) if own.get(p) is not None else float(default) for p in paths
+           if own.get(p) is not None or default is not None}
+    return out or None
+
+
+def report_download(datasets: Sequence[str], text: str, csv: bool) -> str:
+    """``headroom report``'s Markdown or CSV text, headed by the datasets it came from."""
+    names = ", ".join(visible(d) for d in datasets)
+    return (f"# datasets: {names}\n" if csv else f"Datasets: {', '.join(md(d) for d in datasets)}.\n\n") + text
 
 
 

@@ -44,6 +44,13 @@ SET_B = "sets_b"
 SETS_UPLOAD = "sets_upload"
 SETS_MESSAGE = "sets_message"
 
+# Tail
+TAIL_PATH = "tail_path"
+TAIL_QUANTILE = "tail_quantile"
+TAIL_SCOPE = "tail_scope"
+TAIL_SIGNAL = "tail_signal"
+TAIL_TWIN = "tail_twin"  # the replay key whose twin attribution the page shows (after its button)
+
 
 def _slug(path: str) -> str:
     return hashlib.sha1(path.encode()).hexdigest()[:10]

@@ -134,3 +134,33 @@ create table if not exists cube_window_histograms (
 -- lives with the tables rather than in queries/macros (which bare connections install too).
 create or replace macro request_paths(cid) as table
     select distinct path from cube_bucket_layouts where cube_id = cid;
+
+-- a dataset pulled from a live store by PromQL (kind `live`, app.pushdown): how it was pulled. `by` is
+-- `path` (histograms and counters summed by the path labels in the store, gauges per replica) or
+-- `series` (every series windowed in the store, nothing summed); `labels` the path labels it was
+-- summed by (the model label `__model__` resolved), no credential
+create table if not exists live_pulls (
+    dataset_id integer primary key,
+    url varchar not null,
+    selector varchar,
+    window_s integer not null,
+    by_what varchar not null,
+    labels varchar[] not null,
+    t_start timestamp not null,
+    t_end timestamp not null,
+    queries integer not null
+);
+
+-- the windows a live store computed, one row per (series, window) as `cube__series_windows` gives
+-- them for a file: a counter's or bucket's increase (PromQL's increase(), extrapolated), a gauge's
+-- min/sum/count/max over the window
+create table if not exists live_windows (
+    dataset_id integer not null,
+    series_id ubigint not null,
+    window_start timestamp not null,
+    increase double,
+    gauge_min double,
+    gauge_sum double,
+    gauge_n bigint,
+    gauge_max double
+);

@@ -1,0 +1,1 @@
+"""Where the tail lives: breach attribution from the histograms and the twin, and the early signals."""
