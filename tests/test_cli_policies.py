@@ -9,10 +9,13 @@ import json
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app import cli
 from app.economics import policy_file
+from app.economics.demand import LengthDistribution
+from app.economics.policies import histogram_cut_share
 from app.simulator import Events, simulate_day
 from app.simulator.sample import write_metrics_parquet
 
@@ -135,3 +138,22 @@ def test_a_retry_ratio_adds_its_own_row() -> None:
     retry = [r for r in ps.rows if r.kind == "retry"]
     assert [r.policy.retry.ratio for r in retry] == [None, None, 0.1]
     assert retry[2].name.startswith("retries 3 attempts, retry ratio 0.1")
+
+
+def test_the_share_cut_read_off_the_generation_histogram() -> None:
+    class _Path:
+        name = "p"
+        output = LengthDistribution(bounds=np.array([100.0, 500.0, 1000.0]), shares=np.array([0.5, 0.3, 0.15, 0.05]),
+                                    mu=5.0, sigma=1.0, count=100.0, mean_observed=300.0, max_len=2048)
+
+    class _Demand:
+        paths = [_Path()]
+
+    class _Analysis:
+        demand = _Demand()
+
+    a = _Analysis()
+    assert histogram_cut_share(a, "p", 500) == (0.2, 0.2)  # on a bucket bound: exact
+    low, high = histogram_cut_share(a, "p", 300)  # inside (100, 500]: between the bounds
+    assert (low, high) == pytest.approx((0.2, 0.5))
+    assert histogram_cut_share(a, "q", 300) is None

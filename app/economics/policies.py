@@ -351,6 +351,8 @@ def price_rows(analysis: Analysis, predictions: Sequence[PolicyPrediction], pric
                 "rejected_share": pp.rejected_share, "attempts_per_request": pp.attempts_per_request,
                 "degraded_answers": degraded_n, "degraded_share": per_request,
                 "tokens_saved_share": (pp.tokens_saved / max(p.requests, 1)) if row.cap else 0.0,
+                "cut_share_histogram": (histogram_cut_share(analysis, p.path, row.cap.tokens)
+                                        if row.cap and row.cap.path in (None, p.path) else None),
                 "mean_replicas": pp.replica_hours / hours_observed,
                 "replica_hours": pp.replica_hours * scale, "requests": n_req,
                 "flagged": p.flagged, "flags": p.flags, "extrapolated": p.extrapolated,
@@ -360,6 +362,20 @@ def price_rows(analysis: Analysis, predictions: Sequence[PolicyPrediction], pric
                 "timeline": pp.timeline if p.path == pps[0].prediction.path else None,
             })
     return out
+
+
+def histogram_cut_share(analysis: Analysis, path: str, tokens: int) -> tuple[float, float] | None:
+    """The share of a path's observed answers longer than ``tokens``, read off the generation-length
+    histogram's buckets: (low, high), equal when ``tokens`` is a bucket bound (exact), else the buckets
+    wholly above it and those that may hold longer answers (None without the histogram)."""
+    p = next((d for d in analysis.demand.paths if d.name == path), None)
+    if p is None or not len(p.output.shares):
+        return None
+    upper = np.concatenate([p.output.bounds, [math.inf]])
+    lower = np.concatenate([[0.0], p.output.bounds])
+    low = float(p.output.shares[lower >= tokens].sum())
+    high = float(p.output.shares[upper > tokens].sum())
+    return low, high
 
 
 def policy_fleet_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
