@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app import cli
-from app.economics import policy_file
+from app.economics import policy_file, render
 from app.economics.demand import LengthDistribution
 from app.economics.policies import histogram_cut_share
 from app.simulator import Events, simulate_day
@@ -90,7 +90,6 @@ def test_the_policy_rows_the_file_asks_for() -> None:
         policy_file.check_paths(policy_file.parse_text("degradation: {defer: {path: nope}}", "p.yaml"), ["a"], "p.yaml")
 
 
-@pytest.mark.slow
 def test_scenarios_with_a_policy_file(export: Path, tmp_path: Path) -> None:
     f = tmp_path / "policy.yaml"
     f.write_text(POLICY)
@@ -125,12 +124,11 @@ def test_scenarios_with_a_policy_file(export: Path, tmp_path: Path) -> None:
     assert abs(len(first["timeline"]["t_s"]) - doc["observed"]["hours"] * 3600 / 15) <= 1 and set(first["timeline"]["replicas"]) <= {1, 2, 3, 4}
     small = [r for r in pol["rows"] if r["policy"].startswith("50% of")]
     assert small[0]["mean_replicas"] == pytest.approx(3.0)  # the fleet's 2 and the smaller model's 1
-    # the other renderings carry the same rows
-    code, out, _ = run(["scenarios", str(export), *BASE, "--policy", str(f), "--format", "csv"])
-    table = list(csv.DictReader(io.StringIO(out)))
-    assert code == 0 and sum(1 for r in table if r["policy"]) == 20
-    code, out, _ = run(["scenarios", str(export), *BASE, "--policy", str(f), "--format", "markdown"])
-    assert code == 0 and "Policies replayed through the twin" in out and "| unbounded queue, 2 replicas |" in out
+    # the other renderings (what --format csv|markdown print of the same document) carry the same rows
+    table = list(csv.DictReader(io.StringIO(render.scenarios_csv(doc))))
+    assert sum(1 for r in table if r["policy"]) == 20 and sum(1 for r in table if not r["policy"]) == 2
+    text = render.scenarios_markdown(doc)
+    assert "Policies replayed through the twin" in text and "| unbounded queue, 2 replicas |" in text
 
 
 def test_a_retry_ratio_adds_its_own_row() -> None:
