@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from app import cube, ingest, records, sql
+from app.ingest import checks
 from app.ingest.base import IngestError
 from app.ingest.checks import where_word
 from app.ingest.frame import digest_frame, stage_frame
@@ -83,10 +84,15 @@ def load_file(ws: Workspace, path: Path, name: str | None = None, display: str |
         with ingest.open_source(path, display=display) as src:
             kind = records.sniff(src)
             if kind:
-                return _load(ws, display, digest, name or path.name, lambda con: records.stage(con, src, kind),
-                             lambda con, _: _commit_records(con, kind, src, digest, name or path.name))
-            return _load(ws, display, digest, name or path.name, lambda con: ingest.stage(con, src),
-                         lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
+                report = _load(ws, display, digest, name or path.name, lambda con: records.stage(con, src, kind),
+                               lambda con, _: _commit_records(con, kind, src, digest, name or path.name))
+            else:
+                report = _load(ws, display, digest, name or path.name, lambda con: ingest.stage(con, src),
+                               lambda con, staged: _commit_staged(con, staged, src, digest, name or path.name))
+            # a database error names the file it read: an upload's or a gzip's temp copy, not the user's name
+            for where in {str(src.path), str(path)} - {display}:
+                report.errors = [e.replace(where, display) for e in report.errors]
+            return report
     except IngestError as exc:
         return LoadReport(file=display, status="failed", errors=[str(exc)])
     except Exception as exc:  # a reader's bug must not take the other files of a load with it
@@ -104,15 +110,23 @@ def internal_error(display: str, exc: Exception) -> str:
 
 
 def load_frame(ws: Workspace, frame: pd.DataFrame, name: str) -> LoadReport:
-    """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset."""
+    """Load a DataFrame of samples (columns metric, labels, ts, value) as a dataset, through the same
+    checks as a file (``app.ingest.checks``: what no number may be computed from is dropped or repaired,
+    with a note naming the series and the frame's row)."""
     cur = ws.cursor()
     try:
         digest = digest_frame(cur, frame)
     finally:
         cur.close()
     src = ingest.Source(path=Path(name), display=name, original=Path(name))
-    return _load(ws, name, digest, name, lambda con: stage_frame(con, frame),
-                 lambda con, staged: _commit_staged(con, staged, src, digest, name))
+
+    def stage(con: duckdb.DuckDBPyConnection) -> ingest.Staged:
+        sql.ensure_macros(con)
+        staged = stage_frame(con, frame)
+        checks.check(con, src, staged)
+        return staged
+
+    return _load(ws, name, digest, name, stage, lambda con, staged: _commit_staged(con, staged, src, digest, name))
 
 
 def _load(ws: Workspace, display: str, digest: str, name: str, stager: Stager,
@@ -195,7 +209,7 @@ def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Sourc
     report = LoadReport(file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,
                         format=kind, gzip=src.gzip, samples=int(n), start=iso_utc(t_min), end=iso_utc(t_max),
                         time_source="samples", signals=["per-request records"], paths=paths,
-                        notes=[f"{n} per-request records ({failed} failed): exact joint breach shares"])
+                        notes=[*src.notes, f"{n} per-request records ({failed} failed): exact joint breach shares"])
     if dropped:
         report.notes.append(f"dropped {dropped} record(s) whose times fall outside 1970-2200 (a wrong unit or a "
                             "corrupt field)")

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 
 from app import sql
 from app.store import Workspace, data_dir
@@ -171,8 +172,6 @@ def evaluate(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise]
 def _evaluate_paths(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise], start: datetime,
                     end: datetime, include_failed: bool, slo_period_days: float,
                     paths: list[str] | None) -> PromiseTables:
-    import pyarrow.compute as pc
-
     cur = ws.cursor()
     both = _shares_table(cur, cube_id, promises, start, end, True, True, include_failed, paths)
     over_range = pc.is_null(both["window_start"])

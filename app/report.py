@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app import live
@@ -51,8 +51,6 @@ def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise]
 
 
 def _td(seconds: int) -> Any:
-    from datetime import timedelta
-
     return timedelta(seconds=seconds)
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 # DuckDB 2.0's ``con.sql(...)`` binds a statement once for the relation's schema and again to run
 # it; its client runs a statement once through ``duckdb._seam.submit`` (10-17 ms less on the
@@ -302,8 +303,6 @@ def arrow(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Any:
 def to_pandas(table: Any) -> Any:
     """A pyarrow table as the DataFrame ``df`` would give (booleans with NULLs as pandas' nullable
     ``boolean``); for wide results, Arrow then pandas is several times faster than ``.df()``."""
-    import pyarrow as pa
-
     frame = table.to_pandas()
     for name, column in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_boolean(column.type) and column.null_count:

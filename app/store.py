@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,16 @@ class Workspace:
             con.execute(
                 "insert or replace into settings values ($k, $v)", {"k": key, "v": json.dumps(value)}
             )
+
+    def expire_sessions(self, now: datetime, cutoff: datetime, keep: str) -> int:
+        """Delete the settings of every session last seen before ``cutoff`` but ``keep``; a session with
+        settings and no stamp yet (written before sessions expired) is stamped ``now`` first. Returns
+        the number of rows deleted."""
+        with self.transaction() as con:
+            sql.execute(con, "settings__stamp_unseen_sessions", now=now)
+            before = con.execute("select count(*) from settings").fetchone()[0]
+            sql.execute(con, "settings__expire_sessions", cutoff=cutoff, keep=keep)
+            return before - con.execute("select count(*) from settings").fetchone()[0]
 
     def path_labels(self) -> list[str]:
         return self._path_mapping()[0]

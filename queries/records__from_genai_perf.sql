@@ -5,28 +5,34 @@
 --   when every streamed response carries one token.
 -- grain: one row per request
 -- reads: $path
--- @param path VARCHAR  the JSON file
+-- @param path VARCHAR  the JSON file (the slim copy `app.records` makes: prompts and responses as null)
+-- @param max_object_size BIGINT  the file's size (the whole file is one JSON object)
 -- @param path_name VARCHAR  path to file the requests under ('' = 'genai-perf')
 -- @returns path VARCHAR, replica VARCHAR, arrival TIMESTAMP, first_token TIMESTAMP, finish TIMESTAMP,
 --   ttft_s DOUBLE, tpot_s DOUBLE, e2e_s DOUBLE, queue_s DOUBLE, prompt_tokens BIGINT,
 --   output_tokens BIGINT, finished_reason VARCHAR
 with
 doc as (
-    select cast(j as json) as j from read_json_objects($path, format = 'auto') as t(j)
+    -- typed: DuckDB's JSON reader parses straight into these lists and skips every other member
+    select *
+    from read_json(
+        $path, format = 'auto', maximum_object_size = $max_object_size,
+        columns = {experiments: 'STRUCT("requests" STRUCT("timestamp" HUGEINT, response_timestamps HUGEINT[])[])[]'}
+    )
 ),
 
 experiments as (
-    select unnest(cast(j -> '$.experiments' as json[])) as e from doc
+    select unnest(experiments) as e from doc
 ),
 
 requests as (
-    select unnest(cast(e -> '$.requests' as json[])) as r from experiments
+    select unnest(e.requests) as r from experiments
 ),
 
 fields as (
     select
-        cast(r ->> '$.timestamp' as hugeint) as t0,
-        cast(r -> '$.response_timestamps' as hugeint[]) as resp
+        r.timestamp as t0,
+        r.response_timestamps as resp
     from requests
 ),
 

@@ -8,11 +8,12 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from app.cube import cube_frame, ensure_cube
 from app.load import SUMMARY_WINDOW_S, load_file, load_files, load_frame
 from app.store import Workspace
-from tests.conftest import T0
+from tests.conftest import T0, histogram, samples, ts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VLLM = FIXTURES / "real" / "vllm-v0-opt125m-datadog.prom"
@@ -83,3 +84,38 @@ def test_per_request_records_load_as_a_records_dataset_without_a_cube(ws: Worksp
     counts = _tables(ws)
     assert counts["request_records"] == report.samples
     assert counts["samples"] == 0 and counts["cube_index"] == 0
+
+
+def test_a_frame_goes_through_the_checks_a_file_does(ws: Workspace) -> None:
+    """``load_frame`` (the simulator's and the accuracy harness's way in) drops, repairs and notes what a
+    file's load would: a NaN counter value, a negative bucket, a histogram without its +Inf bucket."""
+    labels = {"model_name": "m"}
+    rows = samples("vllm:prompt_tokens_total", labels, [(0, 5), (15, float("nan")), (30, 9)])
+    hist = histogram("vllm:time_to_first_token_seconds", labels, ["0.5", "+Inf"],
+                     [(0, [1, 2], 0.4), (15, [-3, 4], 0.8), (30, [3, 6], 1.2)])
+    rows += [r for r in hist if r["labels"].get("le") != "+Inf"]  # a _count, but no +Inf bucket
+    report = load_frame(ws, pd.DataFrame(rows), "checked")
+    assert report.status == "loaded", report.errors
+    assert report.notes[0] == (
+        'dropped 1 sample(s) with a NaN or infinite value: vllm:prompt_tokens_total{model_name="m"} = NaN at '
+        f"{ts(15).isoformat()}Z on row 2")
+    assert report.notes[1] == (
+        "dropped 1 sample(s) with a negative value in a series that only counts up (counter, bucket or _count): "
+        f'vllm:time_to_first_token_seconds_bucket{{le="0.5",model_name="m"}} = -3 at {ts(15).isoformat()}Z on row 7')
+    assert report.notes[2].startswith("1 histogram(s) have no +Inf bucket: their _count is used as the +Inf bucket "
+                                      "(repaired): vllm:time_to_first_token_seconds")
+    stored = ws.con.execute(
+        "select s.metric, count(*), sum(p.value) from samples p join series s using (series_id) "
+        "where p.dataset_id = $id group by 1 order by 1", {"id": report.dataset_id}).fetchall()
+    assert stored == [("vllm:prompt_tokens_total", 2, 14.0),
+                      ("vllm:time_to_first_token_seconds_bucket", 5, 1 + 3 + 2 + 4 + 6),  # 0.5 (one dropped), +Inf
+                      ("vllm:time_to_first_token_seconds_count", 3, 12.0),
+                      ("vllm:time_to_first_token_seconds_sum", 3, pytest.approx(2.4))]
+
+
+def test_a_frame_of_nothing_usable_is_refused(ws: Workspace) -> None:
+    rows = samples("vllm:num_requests_running", {"model_name": "m"}, [(0, float("nan")), (15, float("inf"))])
+    report = load_frame(ws, pd.DataFrame(rows), "all-nan")
+    assert report.status == "failed"
+    assert report.errors[0].startswith("all-nan: no samples left: dropped 2 sample(s) with a NaN or infinite value")
+    assert ws.dataset_ids() == []

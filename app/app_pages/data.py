@@ -32,6 +32,7 @@ if submitted and uploads:
         loaded = data_view.load_uploads(ws, uploads)
         data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
         st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
+        st.session_state[state.LAST_MESSAGES] = data_view.load_messages(loaded)
 with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or VictoriaMetrics"):
     # the token field gets a new key after each read: the next run draws it empty, and Streamlit drops
     # the old one's value (the token is never shown again)
@@ -47,7 +48,11 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
         end = c[1].text_input("End", value="now", key=state.LIVE_END)
         match = c[2].text_input("Series selector (optional)", placeholder='{job="vllm"}', key=state.LIVE_MATCH)
         chunk = c[3].text_input("Time per query", value="1h", key=state.LIVE_CHUNK)
-        insecure = st.checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
+        c = st.columns([1, 3], vertical_alignment="bottom")
+        timeout_s = c[0].number_input("Timeout per request (s)", min_value=1.0, max_value=600.0, value=30.0, step=5.0,
+                                      key=state.LIVE_TIMEOUT, help="a store that does not answer within this fails "
+                                      "the read (retries of 5xx and 429 answers wait within it too)")
+        insecure = c[1].checkbox("Do not verify TLS (insecure)", key=state.LIVE_INSECURE)
         read = st.form_submit_button("Read")
     st.caption("Reads the raw samples of the serving metrics (no extrapolation: the cube is the one a file of the "
                "same data gives) and loads them as a dataset, shared like an upload. The token is used for the "
@@ -55,21 +60,18 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
     if read:
         st.session_state[state.LIVE_TOKEN_GEN] = st.session_state.get(state.LIVE_TOKEN_GEN, 0) + 1
         with st.status(f"Reading {md(url)}…", expanded=True) as status:
-            report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure,
+            report = data_view.fetch_live(ws, url, token, tenant, start, end, match, chunk, insecure, timeout_s,
                                           progress=lambda line: st.write(md(line)))
             status.update(label=f"{md(url)}: {report.status}", state="error" if report.status == "failed" else
                           "complete", expanded=report.status == "failed")
         data_view.add_to_analysis(ws, mine, [report])
         st.session_state[state.LAST_REPORTS] = data_view.report_rows([report])
+        st.session_state[state.LAST_MESSAGES] = data_view.load_messages([report])
 if state.LAST_REPORTS in st.session_state:
     reports = st.session_state[state.LAST_REPORTS]
     st.subheader("Last load")
-    for r in reports.itertuples(index=False):
-        if r.status == "failed":
-            st.error(f"**{md(r.file)}** was not loaded: {md(r.errors)}")
-        else:
-            st.success(f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, "
-                       f"{r.series:,} series, {r.samples:,} samples, paths: {md(r.paths or 'none')}")
+    for level, text in st.session_state.get(state.LAST_MESSAGES, []):
+        {"error": st.error, "warning": st.warning, "success": st.success}[level](text)
     st.dataframe(reports, hide_index=True, key="last_load_table")
 
 

@@ -131,6 +131,8 @@ if (marginals.get("basis") == "per token (ITL)").any():
             "gaps; the joint interval uses the request bound (methods.md 3.2).")
 for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
     st.info(md(note))
+if (counts := promise_view.counts_note(ws, ref.id)) is not None:
+    st.warning(md(counts))
 
 # -- over time -----------------------------------------------------------------------------------------
 st.subheader("Over time")

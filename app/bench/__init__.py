@@ -35,6 +35,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,6 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
 
 def _replay_for_interaction(spec: suites.Size) -> suites.Size:
     """The interaction benchmark needs cached predictions, not the replay timings: a short day will do."""
-    from dataclasses import replace
-
     return replace(spec, replay_hours=min(spec.replay_hours, 0.5), repeat=1)
 
 

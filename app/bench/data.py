@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -153,6 +154,7 @@ def _dyadic(x: np.ndarray | float) -> np.ndarray:
 
 
 def _interval_probabilities(bounds: tuple[float, ...], median: float, sigma: float) -> np.ndarray:
+    # scipy only here: the bench's worker processes measure their own peak RSS, and most never call this
     from scipy.stats import norm
 
     z = (np.log(np.asarray(bounds, dtype=float)) - math.log(median)) / sigma
@@ -364,8 +366,6 @@ def write_exposition(parquet: str | Path, out: str | Path, openmetrics: bool = F
     Prometheus 0.0.4 (timestamps in ms, ``_created`` as its own gauge family, as prometheus_client
     exposes it) or OpenMetrics (timestamps in s, ``_created`` inside its counter/histogram family,
     ``# EOF``), each family's samples together, each series in time order. DuckDB writes the lines."""
-    import duckdb
-
     con = duckdb.connect()
     try:
         metrics = [r[0] for r in con.execute("select distinct metric from read_parquet($p)",

@@ -13,6 +13,8 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -113,8 +115,6 @@ class ChildMemory:
     missed). Use as a context manager."""
 
     def __init__(self, interval_s: float = 0.5):
-        import threading
-
         self.interval_s = interval_s
         self.child_peak_mb = 0.0
         self.tree_peak_mb = 0.0
@@ -154,8 +154,6 @@ def child(task: dict[str, Any], workdir: Path, timeout_s: float = 7200,
     """Run one task of :mod:`app.bench.worker` in a fresh Python process and return its JSON answer
     (it measures its own time and peak RSS, so neither includes this process). ``log`` receives the
     task's progress lines (its stderr) as they come."""
-    import tempfile
-
     env = dict(os.environ)
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)

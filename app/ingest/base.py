@@ -40,6 +40,8 @@ FORMATS = (
 
 TIME_SOURCES = ("samples", "filename", "mtime", "comment")
 _JSON_LINE_RE = re.compile(r"Malformed JSON in file .*, at byte \d+ in line (?P<line>\d+): (?P<why>.*)$")
+# one JSON document (not lines): its byte offset is the place to name
+_JSON_DOC_RE = re.compile(r"Malformed JSON in file .*, at byte (?P<byte>\d+) in record/value \d+: (?P<why>.*)$")
 
 class IngestError(Exception):
     """A file could not be read. The message names the file, the line or series, and what is wrong."""
@@ -69,6 +71,7 @@ class Source:
     display: str  # file name as the user gave it
     original: Path  # the path as given (its name and mtime may carry the snapshot time)
     gzip: bool = False
+    notes: list[str] = field(default_factory=list)  # how the bytes were made readable (UTF-16 decoded)
 
     def head(self, n: int = 65536) -> bytes:
         with self.path.open("rb") as fh:
@@ -93,7 +96,11 @@ def read_json(con: duckdb.DuckDBPyConnection, src: Source, query: str, table: st
             end = " (the file ends mid-object: truncated?)" if "end of data" in m["why"] else ""
             raise fail(src, f"not {what}: malformed JSON: {m['why'].rstrip('. ')}{end}",
                        line=int(m["line"]) - 1) from None
-        raise fail(src, f"not {what}: " + first) from None
+        m = _JSON_DOC_RE.search(first)
+        if m:  # DuckDB's message names the path it read (a temp file, for an upload or a gzip): not shown
+            end = " (the file ends mid-object: truncated?)" if "end of data" in m["why"] else ""
+            raise fail(src, f"not {what}: malformed JSON at byte {m['byte']}: {m['why'].rstrip('. ')}{end}") from None
+        raise fail(src, f"not {what}: " + first.replace(str(src.path), src.display)) from None
 
 
 def fail(src: Source, what: str, line: int | None = None, series: str | None = None) -> IngestError:

@@ -46,7 +46,9 @@ def stage_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> Staged:
     try:
         con.execute(
             "create or replace temp table stage_points as "
-            "select metric::varchar || labels::varchar as series_key, ts::timestamp as ts, value::double as value, "
+            # pandas' NaN reaches DuckDB as NULL (a missing value, to pandas): it is a NaN to the checks
+            "select metric::varchar || labels::varchar as series_key, ts::timestamp as ts, "
+            "coalesce(value::double, 'nan'::double) as value, "
             "row_number() over () as src_line from frame_input"
         )
         con.execute(

@@ -15,6 +15,7 @@ from typing import Protocol
 import pandas as pd
 
 from app import live, load, promise, sql
+from app.escape import md
 from app.load import LoadReport
 from app.store import Workspace, data_dir
 from app.ui.session import Settings
@@ -104,6 +105,24 @@ def report_rows(reports: Iterable[LoadReport]) -> pd.DataFrame:
         "notes": "; ".join(r.notes),
         "errors": "; ".join(r.errors),
     } for r in reports])
+
+
+def load_messages(reports: Iterable[LoadReport]) -> list[tuple[str, str]]:
+    """Per file of a load, ``(level, markdown)``: ``error`` with the file's error, ``warning`` with each
+    note (what was dropped, repaired or kept, word for word as ``headroom load`` prints it) or
+    ``success``; file names and messages escaped (they come from the data)."""
+    out = []
+    for r in reports:
+        if r.status == "failed":
+            out.append(("error", f"**{md(r.file)}** was not loaded: " + "; ".join(md(e) for e in r.errors)))
+            continue
+        text = (f"**{md(r.file)}**: {r.status} — {r.format}, engine {md(r.engine or 'unknown')}, {r.series:,} series, "
+                f"{r.samples:,} samples, paths: {md(', '.join(r.paths) or 'none')}")
+        if r.notes:
+            out.append(("warning", text + "".join(f"\n- {md(n)}" for n in r.notes)))
+        else:
+            out.append(("success", text))
+    return out
 
 
 def requests_per_window(ws: Workspace, cube_id: int) -> pd.DataFrame:

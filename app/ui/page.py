@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from app.escape import md
 from app.store import Workspace, default_db_path
 from app.ui import cache, session, state
 from app.ui.cache import CubeRef
@@ -46,11 +47,19 @@ def open_page(title: str, needs_paths: bool = True) -> Page:
     db = default_db_path()
     ws = cache.workspace(db)
     mine = SessionSettings(ws, session_id())
+    try:
+        session.touch(ws, mine.session_id)  # and the rows of sessions long gone expire
+    except ValueError as exc:  # a bad $HEADROOM_SESSION_DAYS: say so, expire nothing
+        st.sidebar.warning(md(exc))
     st.sidebar.caption(SHARED_NOTE)
     st.title(title)
     if not needs_paths:
         return Page(db, ws, mine, None, [])
-    ref = cache.current_cube(db, mine)
+    try:
+        ref = cache.current_cube(db, mine)
+    except ValueError as exc:  # a live pull that cannot make this cube (its window, path labels, or files beside it)
+        st.error(f"{md(str(exc))}. Choose the datasets and the window on the Data page.")
+        st.stop()
     paths = cache.request_paths(db, ref) if ref else []
     if not paths:
         st.info("No path with request histograms yet: load an export on the Data page.")

@@ -10,8 +10,9 @@ import pandas as pd
 
 from app import promise as pm
 from app import rules
+from app.cube import pulled_by_store
 from app.escape import md, visible
-from app.store import MODEL_LABEL
+from app.store import MODEL_LABEL, Workspace
 from app.ui.session import Settings
 from app.ui.units import pct
 
@@ -197,3 +198,15 @@ def rules_file(promises: Sequence[pm.Promise], labels: Sequence[str], path_rules
     return rules.to_yaml(plan, "the Promise page"), (
         f"Recording rules for each path's TTFT and TPOT breach ratio (5 min to 3 d) and the burn-rate alerts of a "
         f"30-day SLO, reading {label}; check with `promtool check rules`.")
+
+
+def counts_note(ws: Workspace, cube_id: int) -> str | None:
+    """What the page says when the cube's counts are a live store's ``increase()`` (pushdown), else None."""
+    pulls = pulled_by_store(ws, cube_id)
+    if not pulls:
+        return None
+    return (f"Counts from {', '.join(sorted({str(p['url']) for p in pulls}))} are PromQL increase() computed by the "
+            "store (pushdown): extrapolated to each window's edges, not the exact increases, so requests per window "
+            "move by a few percent and shares can move by about a point (README: Pushdown and extrapolation). "
+            "Read raw samples (Connect without pushdown) for exact numbers.")
+

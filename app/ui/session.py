@@ -7,15 +7,25 @@ the Economics inputs (prices, the grid, the engine facts) — ``SessionSettings`
 settings under ``session/<id>/<key>`` and never the shared key. A value a session has never set is read
 from the workspace-wide setting of that name (what a workspace held before settings were per session,
 or what the CLI keeps there), which no session writes.
+
+A session's rows expire: each session stamps ``session/<id>/_seen`` when it opens a page (at most once
+an hour), and a session not seen for ``$HEADROOM_SESSION_DAYS`` days (default 30; ``0``: never expire)
+loses its rows; the session asking is never expired, whatever its stamp.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 SESSION_PARAM = "s"  # the URL query parameter holding a session's id
+SEEN = "_seen"  # the setting holding when the session last opened a page (ISO-8601, UTC)
+DAYS_ENV = "HEADROOM_SESSION_DAYS"
+DEFAULT_DAYS = 30.0
+STAMP_EVERY = timedelta(hours=1)  # a page run writes the stamp (and expires others) at most this often
 _VALID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
@@ -23,6 +33,35 @@ class Settings(Protocol):
     def get_setting(self, key: str, default: Any = None) -> Any: ...
 
     def set_setting(self, key: str, value: Any) -> None: ...
+
+
+class Expiring(Settings, Protocol):
+    def expire_sessions(self, now: datetime, cutoff: datetime, keep: str) -> int: ...
+
+
+def max_age() -> timedelta | None:
+    """How long a session's rows outlive its last visit (``$HEADROOM_SESSION_DAYS``; None: forever)."""
+    text = os.environ.get(DAYS_ENV, "").strip()
+    try:
+        days = float(text) if text else DEFAULT_DAYS
+    except ValueError:
+        raise ValueError(f"${DAYS_ENV}={text!r} is not a number of days") from None
+    return timedelta(days=days) if days > 0 else None
+
+
+def touch(ws: Expiring, session_id: str, now: datetime | None = None, age: timedelta | None = None) -> int:
+    """Stamp ``session_id`` as seen ``now`` (naive UTC) unless it was within ``STAMP_EVERY``, and then
+    expire the sessions not seen for ``age`` (default ``max_age()``); returns the rows deleted."""
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    try:
+        seen = datetime.fromisoformat(ws.get_setting(key(session_id, SEEN)))
+    except (TypeError, ValueError):  # never stamped (or not a time): stamp it now
+        seen = None
+    if seen is not None and timedelta(0) <= now - seen < STAMP_EVERY:
+        return 0
+    ws.set_setting(key(session_id, SEEN), now.isoformat(timespec="seconds"))
+    age = max_age() if age is None else age
+    return ws.expire_sessions(now, now - age, keep=session_id) if age else 0
 
 
 def new_id() -> str:

@@ -14,6 +14,7 @@ SESSION_ID = "session_id"  # this browser session's id (``app.ui.session``), mir
 # data
 UPLOADS = "data_uploads"
 LAST_REPORTS = "data_last_reports"
+LAST_MESSAGES = "data_last_messages"  # per file of the last load: (level, markdown)
 WINDOW = "data_window"
 PATH_LABELS = "data_path_labels"
 PATH_RULES = "data_path_rules"
@@ -22,6 +23,7 @@ DELETE_DATASETS = "data_delete_datasets"
 LIVE_URL, LIVE_TOKEN, LIVE_TENANT = "live_url", "live_token", "live_tenant"
 LIVE_START, LIVE_END, LIVE_MATCH = "live_start", "live_end", "live_match"
 LIVE_CHUNK, LIVE_INSECURE = "live_chunk", "live_insecure"
+LIVE_TIMEOUT = "live_timeout"
 LIVE_TOKEN_GEN = "live_token_gen"  # the token field's key suffix (a new field after each read)
 
 # promise

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import genai_perf, vllm_bench
+
 # 2025-11-29T10:00:00Z: an hour boundary, so the 5-minute windows are easy to read
 T_S = 1_764_410_400
 T_MS = T_S * 1000
@@ -132,6 +134,21 @@ def _long_label(path: Path) -> None:
                     + gauge(T_MS + 15_000, 2, labels=f'model_name="{"x" * (1 << 20)}"'))
 
 
+def _bench_cut(path: Path, after: bytes, extra: int) -> None:
+    """A real-shaped ``vllm bench serve --save-detailed`` result of 300 requests, cut ``extra`` bytes
+    after ``after`` (a copy interrupted mid-write)."""
+    vllm_bench.write(path, 300)
+    data = path.read_bytes()
+    path.write_bytes(data[:data.index(after) + len(after) + extra])
+
+
+def _genai_cut(path: Path) -> None:
+    """A GenAI-Perf export of 50 requests cut inside a streamed response."""
+    genai_perf.write(path, 50)
+    data = path.read_bytes()
+    path.write_bytes(data[:data.index(b'"response_outputs"', len(data) // 2) + 40])
+
+
 def _junk(seed: int, n: int) -> bytes:
     rng = random.Random(seed)
     return bytes(rng.randrange(256) for _ in range(n))
@@ -160,7 +177,16 @@ def _text_cases() -> list[Case]:
              r"^junk\.prom: "))
     add(Case("nul_bytes_in_text", "nul.prom", (GOOD[:200] + "\x00\x00\x00" + GOOD[200:]).encode(), "failed",
              r"^nul\.prom: line \d+: "))
-    add(Case("utf16_text", "utf16.prom", GOOD.encode("utf-16"), "failed", r"^utf16\.prom: unrecognised format: binary data"))
+    add(Case("utf16_text", "utf16.prom", GOOD.encode("utf-16"), "loaded",
+             r"^the file is UTF-16 text \(with a byte-order mark\).*decoded to UTF-8"))
+    add(Case("utf16_le_no_bom", "utf16le.prom", GOOD.encode("utf-16-le"), "loaded",
+             r"^the file is UTF-16 text \(little-endian, no byte-order mark\)"))
+    add(Case("utf16_be_no_bom", "utf16be.prom", GOOD.encode("utf-16-be"), "loaded",
+             r"^the file is UTF-16 text \(big-endian, no byte-order mark\)"))
+    add(Case("utf16_gzip", "utf16.prom.gz", _gz(GOOD.encode("utf-16")), "loaded", r"^the file is UTF-16 text"))
+    add(Case("utf16_damaged", "utf16bad.prom", GOOD.encode("utf-16")[:600] + b"\x00\xdc" + GOOD.encode("utf-16-le")[600:],
+             "failed", r"^utf16bad\.prom: looks like UTF-16 text \(with a byte-order mark\) but does not decode at "
+             r"byte 600 \(illegal encoding: a damaged or truncated file\?\)$"))
     add(Case("latin1_label", "latin1.prom", (GAUGE_HEAD + gauge(t1, 1, labels='model_name="caf\xe9"')).encode("latin-1"),
              "failed", r"^latin1\.prom: line 3: not UTF-8"))
     # counter semantics
@@ -279,7 +305,8 @@ def _json_cases() -> list[Case]:
     add = c.append
     series = _api_series(RUNNING, [[T_S, "1"], [T_S + 15, "2"]], model_name="m")
     add(Case("truncated_mid_json", "cut.json", _api([series])[:-25], "failed",
-             r"^cut\.json: not a Prometheus API JSON file"))
+             r"^cut\.json: not a Prometheus API JSON file: malformed JSON at byte \d+: unexpected end of data "
+             r"\(the file ends mid-object: truncated\?\)$"))
     add(Case("error_envelope", "error.json",
              json.dumps({"status": "error", "errorType": "bad_data", "error": "1:5: parse error"}).encode(), "failed",
              r"^error\.json: the server returned an error: bad_data: 1:5: parse error"))
@@ -323,7 +350,23 @@ def _json_cases() -> list[Case]:
     add(Case("aiperf_truncated", "server_metrics_export.jsonl", (json.dumps(aiperf) + "\n" + json.dumps(aiperf)[:30]).encode(),
              "failed", r"^server_metrics_export\.jsonl: line 2: .*truncated"))
     add(Case("vllm_bench_truncated", "bench.json", b'{"date": "20261128-101500", "backend": "vllm", "ttfts": [0.1, 0.2',
-             "failed", r"^bench\.json: "))
+             "failed", r"^bench\.json: not a complete vllm bench result: the JSON ends at byte 65, with 2 bracket\(s\) "
+             r"still open: the file is truncated$"))
+    add(Case("vllm_bench_truncated_in_itls", "vllm-bench-cut.json", lambda path: _bench_cut(path, b'"itls": [[', 2000),
+             "failed", r"^vllm-bench-cut\.json: not a complete vllm bench result: the JSON ends at byte \d+, with 3 "
+             r"bracket\(s\) still open: the file is truncated$"))
+    add(Case("vllm_bench_truncated_in_text", "vllm-bench-cut2.json",
+             lambda path: _bench_cut(path, b'"generated_texts": ["', 10), "failed",
+             r"^vllm-bench-cut2\.json: not a complete vllm bench result: the JSON ends at byte \d+, inside a string: "
+             r"the file is truncated$"))
+    add(Case("genai_perf_truncated", "profile_export.json", lambda path: _genai_cut(path), "failed",
+             r"^profile_export\.json: not a complete GenAI-Perf profile export: the JSON ends at byte \d+, inside a "
+             r"string: the file is truncated$"))
+    add(Case("vllm_bench_wrong_type", "vllm-bench-type.json",
+             json.dumps({"date": "20261128-101500", "backend": "vllm", "num_prompts": 2, "ttfts": ["fast", "slow"],
+                         "latencies": [1, 2], "output_lens": [3, 4]}).encode(), "failed",
+             r"^vllm-bench-type\.json: a field of this vllm bench result is not what vLLM writes: .*Failed to cast value to "
+             r"numerical: \"slow\""))
     return c
 
 
@@ -335,6 +378,8 @@ def _csv_cases() -> list[Case]:
     excel = good_csv.replace(",", ";").replace("1.5", "1,5").replace("2.5", "2,5").replace("\n", "\r\n")
     add(Case("excel_semicolon_decimal_comma", "excel.csv", excel.encode(), "loaded", r"decimal comma"))
     add(Case("excel_sep_line", "excel_sep.csv", ("sep=;\r\n" + excel).encode(), "loaded", r"decimal comma"))
+    add(Case("excel_unicode_text", "excel_unicode.txt", good_csv.replace(",", "\t").replace("\n", "\r\n").encode("utf-16"),
+             "loaded", r"^the file is UTF-16 text \(with a byte-order mark\)"))  # Excel's "Unicode Text" save
     add(Case("excel_utf8_bom", "excel_bom.csv", b"\xef\xbb\xbf" + good_csv.replace("\n", "\r\n").encode(), "loaded", None))
     add(Case("csv_missing_time_column", "notime.csv", b"metric,value\nx,1\n", "failed",
              r"^notime\.csv: .*(no time|unrecognised)"))
