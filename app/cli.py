@@ -517,6 +517,13 @@ def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
     return parsed
 
 
+def _policy_file(args: argparse.Namespace) -> Any:
+    """The --policy file, parsed (its errors name the file and the key), or None."""
+    from app.economics import policy_file
+
+    return policy_file.read(args.policy) if args.policy else None
+
+
 def cmd_scenarios(args: argparse.Namespace) -> int:
     from app.economics import render, saved
     from app.economics.executors import ExecutorError
@@ -533,6 +540,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         if args.save and args.db == MEMORY:
             raise ValueError("--save needs --db FILE: the workspace the set is kept in")
         parsed = _scenario_args(args)
+        policy_set = _policy_file(args)
     except ValueError as exc:
         sys.stderr.write(f"headroom scenarios: {exc}\n")
         return 2
@@ -545,7 +553,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
                                 rules=tuple(ws.path_rules()), **parsed)
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
         try:
-            run = inputs.run(ws, executor=executor, progress=progress)
+            run = inputs.run(ws, executor=executor, progress=progress, policy_set=policy_set)
         except (ValueError, ExecutorError) as exc:
             sys.stderr.write(f"headroom scenarios: {exc}\n")
             return 1
@@ -810,6 +818,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
              "default every core)")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pn.add_argument("--policy", metavar="FILE.yaml", help="policy rows beside the static scenarios: autoscaler, "
+                    "admission, retry and degradation (schema: README, 'The policy file')")
     pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
     _add_db(pn, default_memory=True)

@@ -447,3 +447,44 @@ def test_hostile_names_are_shown_as_text(workspace_db: Path, tmp_path: Path) -> 
     goto(at, "promise")
     assert f"**{md(name)}**" in [m.value for m in at.markdown]
     assert any(md(name) in s.label for s in at.selectbox)
+
+
+def test_policy_rows_beside_the_static_ones_and_the_report_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15 parts 3-6: the policies are inputs of the Economics form and rows beside its table; a
+    price change re-prices them without a replay; the report downloads as the CLI prints it."""
+    from app.economics import policies
+    from app.simulator import twin_policy
+
+    monkeypatch.setenv("HEADROOM_WORKERS", "1")  # the policy replays in this process, where they are counted
+    at = goto(open_app(), "economics")
+    k = state.econ_key
+    at.checkbox(key=k("policy_autoscaler")).check()
+    at.number_input(key=k("policy_min_replicas")).set_value(3)
+    at.number_input(key=k("policy_max_replicas")).set_value(6)
+    at.checkbox(key=k("policy_admission")).check()
+    at.text_input(key=k("policy_queue_factor")).set_value("1")
+    at.number_input(key=k("policy_cap_tokens")).set_value(256)
+    with mock.patch.object(policies, "simulate_policy", wraps=twin_policy.simulate_policy) as used:
+        at = run_scenarios(at, "4")
+        first = used.call_count
+        # autoscaler with cold start and wake from sleep, unbounded queue, queue cap 1, answers capped
+        assert first == 5
+        pol = next(d.value for d in at.dataframe if "rejected %" in d.value.columns)
+        assert set(pol["path"]) == {BATCH, INTERACTIVE} and len(pol) == 10
+        capped = pol[pol["policy"].str.startswith("answers capped at 256")].set_index("path")
+        assert (capped["degraded answers"] > 0).all()
+        cap1 = pol[pol["policy"].str.startswith("queue cap 1 x")]
+        assert (cap1["rejected %"] >= 0).all()
+        auto = pol[pol["policy"].str.startswith("autoscaler")]
+        assert ((auto["mean replicas"] >= 3) & (auto["mean replicas"] <= 6)).all()
+        before = pol.set_index(["policy", "path"])["headroom cost $"]
+        at.number_input(key=state.econ_key("gpu_hour")).set_value(5.0)
+        at.button(key="FormSubmitter:econ_form-Run scenarios").click().run()
+        assert not at.exception, at.exception
+        assert used.call_count == first  # re-priced, not replayed
+    after = next(d.value for d in at.dataframe if "rejected %" in d.value.columns).set_index(["policy", "path"])
+    assert list(after["headroom cost $"]) == pytest.approx(list(2 * before))
+    assert len(at.get("plotly_chart")) >= 3  # costs, policies against static, the autoscaler's replicas
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download the report (Markdown)" in labels and "Download the table (CSV)" in labels
+    assert_picklable(at)

@@ -8,11 +8,12 @@ not part of that key, so a price change re-prices the cached predictions without
 
 from __future__ import annotations
 
+import json
 import time
 
 import streamlit as st
 
-from app.economics import saved
+from app.economics import render, saved
 from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import data as data_view
@@ -32,6 +33,9 @@ inputs["datasets"] = ([i for i in inputs["datasets"] or [] if i in names]
 for k, v in inputs.items():
     if k != "breach":
         st.session_state.setdefault(state.econ_key(k), v)
+for k in ("policy_cap_path", "policy_small_path", "policy_defer_path"):
+    if st.session_state[state.econ_key(k)] not in (None, *paths):  # a path of other datasets
+        st.session_state[state.econ_key(k)] = None
 for p in paths:
     st.session_state.setdefault(state.breach_price_key(p), float(inputs["breach"].get(p, inputs["default_breach"])))
 
@@ -72,6 +76,49 @@ with st.form("econ_form"):
         c[1].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
                           key=state.econ_key("observed_replicas"))
         c[2].checkbox("Calibrate the twin at the observed N", key=state.econ_key("calibrate"))
+    with st.expander("Policies replayed beside the static rows: autoscaler, admission, retries, degradation"):
+        k = state.econ_key
+        st.number_input("Fleet size of the admission, retry and degradation rows (empty: the observed N)",
+                        min_value=1, step=1, value=None, key=k("policy_replicas"))
+        c = st.columns(6)
+        c[0].checkbox("Autoscaler", key=k("policy_autoscaler"))
+        c[1].selectbox("Signal (per ready replica)", ["waiting", "running"], key=k("policy_signal"))
+        c[2].number_input("Scale out at", min_value=0.0, step=0.5, key=k("policy_scale_out_at"))
+        c[3].text_input("for", key=k("policy_out_for"))
+        c[4].number_input("Scale in at", min_value=0.0, step=0.5, key=k("policy_scale_in_at"))
+        c[5].text_input("for ", key=k("policy_in_for"))
+        c = st.columns(5)
+        c[0].text_input("Cooldown", key=k("policy_cooldown"))
+        c[1].text_input("Cold start", key=k("policy_cold_start"))
+        c[2].text_input("Wake from sleep (empty: no row)", key=k("policy_wake_start"))
+        c[3].number_input("Min replicas", min_value=1, step=1, key=k("policy_min_replicas"))
+        c[4].number_input("Max replicas", min_value=1, step=1, key=k("policy_max_replicas"))
+        c = st.columns(5)
+        c[0].checkbox("Admission control", key=k("policy_admission"))
+        c[1].text_input("Queue caps k (k × running)", key=k("policy_queue_factor"))
+        c[2].checkbox("Retries of rejected requests", key=k("policy_retry"))
+        c[3].number_input("Attempts", min_value=1, step=1, key=k("policy_attempts"))
+        c[4].number_input("Retry budget per minute", min_value=0.0, step=10.0, key=k("policy_budget_per_minute"))
+        c = st.columns(4)
+        c[0].number_input("Retries follow queue cap k", min_value=0.0, step=0.5, key=k("policy_retry_queue_factor"))
+        c[1].text_input("Backoff", key=k("policy_backoff"))
+        c[2].number_input("Cap answers at tokens (empty: no row)", min_value=1, step=64, value=None,
+                          key=k("policy_cap_tokens"))
+        c[3].selectbox("on path", [None, *paths], key=k("policy_cap_path"),
+                       format_func=lambda p: "every path" if p is None else p)
+        c = st.columns(4)
+        c[0].selectbox("Smaller model for path", [None, *paths], key=k("policy_small_path"),
+                       format_func=lambda p: "none" if p is None else p)
+        c[1].number_input("share routed", min_value=0.0, max_value=1.0, step=0.05, key=k("policy_small_share"))
+        c[2].number_input("its step-time factor", min_value=0.01, step=0.1, key=k("policy_small_step_factor"))
+        c[3].number_input("its replicas", min_value=1, step=1, key=k("policy_small_replicas"))
+        c = st.columns(4)
+        c[0].selectbox("Defer path off-peak", [None, *paths], key=k("policy_defer_path"),
+                       format_func=lambda p: "none" if p is None else p)
+        c[1].number_input("busiest hours moved", min_value=1, max_value=12, step=1, key=k("policy_defer_hours"))
+        c[2].text_input("its relaxed TTFT promise", key=k("policy_defer_ttft"))
+        c[3].number_input("USD per degraded answer", min_value=0.0, step=0.001, format="%.4f",
+                          key=k("policy_degraded_price"))
     submitted = st.form_submit_button("Run scenarios", type="primary")
 st.caption("Replays run only when you press *Run scenarios*, once per scenario: pressing it again after changing "
            "only prices re-prices the cached replays in milliseconds. The twin replays TTFT and TPOT; E2E and "
@@ -109,12 +156,22 @@ if submitted:
                 except ValueError as exc:
                     cross = queue = None
                     st.warning(f"No load–response curve or queueing view: {md(exc)}")
+                pset = pol_rows = None
+                try:
+                    pset = economics_view.policy_set(new, analysis.observed.replicas)
+                    if pset is not None:
+                        bar.progress(1.0, text=f"replaying {len(pset.rows)} policy rows")
+                        pol_rows = cache.policy_rows(db, spec, json.dumps(pset.spec, sort_keys=True),
+                                                     analysis.observed.replicas)
+                except ValueError as exc:
+                    pset = pol_rows = None
+                    st.error(f"Policies not replayed: {md(exc)}")
                 status.update(label=f"{len(grid)} scenarios, {replayed} replayed, in "
                               f"{time.perf_counter() - started:.1f} s", state="complete", expanded=False)
                 st.session_state[state.ECON_RUN] = {
                     "spec": spec, "inputs": new, "scenario_inputs": inputs, "analysis": analysis, "predictions": predictions,
                     "cross_check": cross, "queueing": queue, "took_s": time.perf_counter() - started,
-                    "replayed": f"{replayed} of {len(grid)}"}
+                    "replayed": f"{replayed} of {len(grid)}", "policy_set": pset, "policy_predictions": pol_rows}
 
 run = st.session_state.get(state.ECON_RUN)
 if run is None:
@@ -158,6 +215,27 @@ else:
                f"Run: {run['took_s']:.1f} s ({run['replayed']} scenarios replayed, the rest from the cache); "
                f"pricing took {pricing_ms:.1f} ms. Intervals: spread over seeds widened by the model error at the "
                "observed N (see Capacity model); *extrapolated* scenarios also span a ±15 % sensitivity envelope.")
+
+    policy_frame = economics_view.policy_table(doc)
+    if not policy_frame.empty:
+        st.subheader("Policies beside the static rows")
+        st.plotly_chart(charts.policy_costs(economics_view.fleet_frame(doc, 1.0, 1.0),
+                                            economics_view.policy_fleet_frame(doc)), key="policy_chart", width="stretch")
+        st.dataframe(policy_frame, hide_index=True, key="policy_table", column_config={
+            **{c: pct for c in policy_frame.columns if c.endswith("%")},
+            **{c: money for c in policy_frame.columns if c.endswith("$")},
+            "degraded answers": st.column_config.NumberColumn(format="%d")})
+        tl = economics_view.timelines(doc)
+        if not tl.empty:
+            st.plotly_chart(charts.autoscaler_timeline(tl), key="autoscaler_chart", width="stretch")
+        st.caption(md(doc["policies"]["note"]) + ". Rejected requests count as breaches.")
+    c = st.columns(2)
+    c[0].download_button("Download the report (Markdown)", economics_view.report_header(run, names, "markdown")
+                         + render.scenarios_markdown(doc), file_name="headroom-scenarios.md", mime="text/markdown",
+                         key="econ_download_md")
+    c[1].download_button("Download the table (CSV)", economics_view.report_header(run, names, "csv")
+                         + render.scenarios_csv(doc), file_name="headroom-scenarios.csv", mime="text/csv",
+                         key="econ_download_csv")
 
     with st.form("save_set_form", clear_on_submit=True):
         name = st.text_input("Save these results as a named set (saved sets are shared by everyone on this "

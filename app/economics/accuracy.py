@@ -28,16 +28,18 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from app import load
+from app.economics import policies
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
-from app.economics.executors import default_workers
+from app.economics.executors import LocalProcesses, default_workers
 from app.promise import Promise
 from app.simulator import (
     EngineConfig,
@@ -53,6 +55,8 @@ from app.simulator import (
 )
 from app.simulator.config import Restart, ScrapeGap
 from app.simulator.metrics import minimal_export
+from app.simulator.policy import Admission, Autoscaler, Policy, Retry, user_outcomes
+from app.simulator.policy_fleet import run_policy_fleet
 from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
 from app.store import Workspace
 
@@ -209,6 +213,74 @@ def truth(c: FleetCase, replicas: int, traffic: float, context: float) -> dict[s
     return {r.path: {"ttft": float(r.ttft_share), "joint": float(r.joint_share)} for r in shares.itertuples()}
 
 
+def policy_truth(c: FleetCase, policy: Policy, replicas: int | None = None) -> tuple[dict[str, float], float]:
+    """The true breach share per path of the fleet under ``policy`` (its own simulator on the same
+    arrivals, noisy steps and all; per user request arriving in the export's range, a rejection a
+    breach, as :mod:`app.economics.policies` counts), and its mean replicas paid for."""
+    trace = base_trace(c)
+    run = run_policy_fleet(trace, replace(c.fleet, replicas=replicas or c.replicas), policy, seed=c.seed)
+    rq = run.reqs
+    out = user_outcomes(np.asarray(run.origin), np.asarray(run.attempt), np.asarray(rq.arrival),
+                        np.asarray(rq.first_t), np.asarray(rq.finish_t), np.asarray(rq.gen), np.asarray(rq.reason),
+                        np.asarray(rq.path))
+    lo, hi = trace.warmup_s, trace.warmup_s + c.hours * 3600
+    inside = (out["arrival_s"] >= lo) & (out["arrival_s"] < hi)
+    shares = {}
+    for k, p in enumerate(trace.path_names):
+        m = inside & (out["path"] == k)
+        ttft, tpot = c.promises[p]
+        shares[p] = float((out["rejected"][m] | (out["ttft_s"][m] > ttft) | (out["tpot_s"][m] > tpot)).mean())
+    mean = run.timeline.replica_seconds(lo, hi) / (hi - lo) if run.timeline is not None else float(run.config.replicas)
+    return shares, mean
+
+
+# fleets unlike the twin's defaults (f1: round robin, jittery steps, 48 seqs; f2: power of two, 2 k RAG
+# prompts), each with an autoscaler that acts on it: f1 scales in to one replica and out in its bursts
+AUTOSCALER_CASES: dict[str, Autoscaler] = {
+    "f1-chat-2x": Autoscaler(min_replicas=1, max_replicas=4, start_replicas=1, scale_out_at=2, scale_in_at=0.2,
+                             out_for_s=60, in_for_s=300, cold_start_s=60, cooldown_s=180),
+    "f2-rag-4x": Autoscaler(min_replicas=3, max_replicas=7, start_replicas=3, scale_out_at=2, scale_in_at=0.2,
+                            out_for_s=60, in_for_s=300, cold_start_s=240, cooldown_s=180),
+}
+
+
+def policy_cases(name: str, wake_s: float = 10.0) -> list[tuple[str, Policy, int]]:
+    """The policies checked on a fleet of ``AUTOSCALER_CASES``: its autoscaler with its cold start and
+    woken from sleep in ``wake_s``, and at the fleet's size a queue cap of 1 x running, alone and with
+    retries (3 attempts, 60 a minute). (label, policy, replicas)."""
+    auto = AUTOSCALER_CASES[name]
+    n0 = case(name).replicas
+    return [("autoscaler, cold start", Policy(autoscaler=auto), auto.max_replicas),
+            ("autoscaler, wake from sleep", Policy(autoscaler=replace(auto, cold_start_s=wake_s)), auto.max_replicas),
+            ("queue cap 1 x running", Policy(admission=Admission(1.0)), n0),
+            ("queue cap 1 x running, retries", Policy(admission=Admission(1.0),
+                                                       retry=Retry(attempts=3, budget_per_minute=60)), n0)]
+
+
+def autoscaler_rows(names: Sequence[str] | None = None, seeds: int = 3, all_policies: bool = False
+                    ) -> list[dict[str, Any]]:
+    """Per fleet of ``AUTOSCALER_CASES``, policy and path: the twin's breach share under the policy
+    (fitted from the minimal export) against the simulator's truth, and the mean replicas of each
+    (``all_policies``: every one of ``policy_cases``, else the autoscaler with its cold start)."""
+    out = []
+    for name in names or list(AUTOSCALER_CASES):
+        c = case(name)
+        cases = policy_cases(name) if all_policies else policy_cases(name)[:1]
+        rows = [policies.PolicyScenario(label, "policy", pol, replicas=n) for label, pol, n in cases]
+        analysis = fit(c, "minimal")
+        hours = analysis.demand.duration_s / 3600  # the twin's replay covers the demand's range
+        preds = policies.predict(analysis, rows, seeds=seeds, executor=LocalProcesses(1))
+        for label, pol, n in cases:
+            truth_, true_mean = policy_truth(c, pol, n)
+            for pp in (x for x in preds if x.row.name == label):
+                p = pp.prediction
+                out.append({"fleet": name, "policy": label, "path": p.path, "twin": p.breach_share,
+                            "low": p.breach_share_low, "high": p.breach_share_high, "truth": truth_[p.path],
+                            "relative_error": (p.breach_share - truth_[p.path]) / truth_[p.path] if truth_[p.path] else None,
+                            "twin_mean_replicas": pp.replica_hours / hours, "true_mean_replicas": true_mean})
+    return out
+
+
 def _truth_job(args: tuple[str, int, float, float]) -> tuple[tuple[int, float, float], dict]:
     name, n, g, m = args
     return (n, g, m), truth(case(name), n, g, m)
@@ -343,7 +415,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kinds", default=",".join(KINDS), help="export kinds: full,minimal")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    p.add_argument("--autoscaler", action="store_true", help="only the policy check: the twin's breach share under "
+                   "each AUTOSCALER_CASES fleet's policies (policy_cases) against the simulator's truth")
     args = p.parse_args(argv)
+    if args.autoscaler:
+        rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds,
+                               all_policies=True)
+        if args.format == "json":
+            sys.stdout.write(pd.DataFrame(rows).to_json(orient="records", indent=1) + "\n")
+        else:
+            lines = ["| fleet | policy | path | twin [interval] | truth | twin / truth - 1 | mean replicas twin | truth |",
+                     "|---|---|---|---|---:|---:|---:|---:|"]
+            lines += [f"| {r['fleet']} | {r['policy']} | {r['path']} | {_pct(r['twin'])} [{100 * r['low']:.2f}, {100 * r['high']:.2f}] | "
+                      f"{_pct(r['truth'])} | {r['relative_error']:+.1%} | {r['twin_mean_replicas']:.2f} | "
+                      f"{r['true_mean_replicas']:.2f} |" for r in rows]
+            sys.stdout.write("\n".join(lines) + "\n")
+        return 0 if all(abs(r["relative_error"] or 0) <= 0.25 for r in rows if r["policy"].startswith("autoscaler")) else 1
     fleets = [f for f in (args.fleets or "").split(",") if f]
     frame, analyses = run(fleets or None, [k for k in args.kinds.split(",") if k], seeds=args.seeds,
                           progress=lambda msg: sys.stderr.write(f"  {msg}\n"))

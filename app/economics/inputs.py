@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.cube import ensure_cube
-from app.economics import crosscheck, decision, scenarios
+from app.economics import crosscheck, decision, policies, scenarios
 from app.economics.capacity import Assumptions
 from app.economics.executors import Executor
 from app.economics.money import Prices
+from app.economics.policy_file import PolicySet, check_paths
 from app.economics.scenarios import Analysis, Prediction
 from app.jsonable import jsonable
 from app.promise import Promise
@@ -192,16 +193,35 @@ class ScenarioInputs:
         return crosscheck.queueing_view(analysis, list(self.replicas))
 
     def document(self, analysis: Analysis, predictions: list[Prediction], cross_check: dict[str, Any] | None = None,
-                 queueing: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The priced decision document: arithmetic on the predictions, milliseconds."""
-        return jsonable(decision.document(analysis, predictions, self.prices_for(analysis.thresholds),
-                                          split=self.split, cross_check=cross_check, queueing=queueing))
+                 queueing: dict[str, Any] | None = None,
+                 policy_predictions: list[policies.PolicyPrediction] | None = None,
+                 policy_set: PolicySet | None = None) -> dict[str, Any]:
+        """The priced decision document: arithmetic on the predictions, milliseconds (with the policy
+        rows' section when they were replayed)."""
+        prices = self.prices_for(analysis.thresholds)
+        doc = decision.document(analysis, predictions, prices, split=self.split, cross_check=cross_check,
+                                queueing=queueing)
+        if policy_predictions is not None and policy_set is not None:
+            doc["policies"] = policies.section(analysis, policy_predictions, prices, policy_set.degraded_price,
+                                               self.split, policy_set.spec)
+        return jsonable(doc)
 
-    def run(self, ws: Workspace, executor: Executor | None = None, progress: Progress | None = None) -> ScenarioRun:
-        """Analyse → grid → cross-check → decision document (what ``headroom scenarios`` runs)."""
+    def policy_rows(self, analysis: Analysis, policy_set: PolicySet, executor: Executor | None = None,
+                    progress: Progress | None = None) -> list[policies.PolicyPrediction]:
+        """The policy rows (autoscaler, admission, retry, degradation) replayed through the twin."""
+        return policies.predict(analysis, policy_set.rows, seeds=self.seeds, progress=progress, executor=executor)
+
+    def run(self, ws: Workspace, executor: Executor | None = None, progress: Progress | None = None,
+            policy_set: PolicySet | None = None) -> ScenarioRun:
+        """Analyse → grid → (policy rows) → cross-check → decision document (what ``headroom
+        scenarios`` runs)."""
         say = progress or (lambda _msg: None)
         say("fitting the replica model and the demand, replaying at the observed fleet size")
         analysis = self.analyse(ws, progress)
         predictions = self.grid(analysis, executor, progress)
-        doc = self.document(analysis, predictions, self.cross_check(ws), self.queueing(analysis))
+        if policy_set is not None:
+            policy_set = policy_set.for_fleet(analysis.observed.replicas)
+            check_paths(policy_set, list(analysis.thresholds), policy_set.source)
+        rows = self.policy_rows(analysis, policy_set, executor, progress) if policy_set is not None else None
+        doc = self.document(analysis, predictions, self.cross_check(ws), self.queueing(analysis), rows, policy_set)
         return ScenarioRun(analysis, predictions, doc)

@@ -40,6 +40,7 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
                    f"{_pct(r['breach_share'])} [{_pct(r['breach_share_low'])}, {_pct(r['breach_share_high'])}]"
                    f"{' *' if r['extrapolated'] else (' !' if r.get('flagged') else '')} | {_pct(r['ttft_share'])} | {_pct(r['tpot_share'])} | "
                    f"{r['requests']:,.0f} | {_usd(r['breach_cost'])} | {kept} |")
+    out += policies_markdown(doc)
     out.append("")
     for c in doc["cheapest_by_traffic_context"]:
         verdict = "the interval ends agree" if c["determined_by_data"] else (
@@ -123,12 +124,48 @@ def _frac(x: float | None) -> str:
 
 
 def scenarios_csv(doc: dict[str, Any]) -> str:
+    """One row per (scenario, path); with policy rows, those too, in the same columns and the
+    policy's own (``policy`` empty on a static row)."""
+    pol = (doc.get("policies") or {}).get("rows") or []
+    fields = CSV_FIELDS + (POLICY_CSV_FIELDS if pol else [])
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in doc["scenarios"]:
-        w.writerow(csv_row({k: r.get(k) for k in CSV_FIELDS}))
+        w.writerow(csv_row({k: r.get(k) for k in fields}))
+    for r in pol:
+        w.writerow(csv_row({k: r.get(k) for k in fields}))
     return buf.getvalue()
+
+
+POLICY_CSV_FIELDS = ["policy", "kind", "min_replicas", "max_replicas", "mean_replicas", "rejected_share",
+                     "attempts_per_request", "degraded_answers", "degraded_share", "tokens_saved_share",
+                     "degraded_cost"]
+
+
+def policies_markdown(doc: dict[str, Any]) -> list[str]:
+    """The policy rows beside the static ones: per row the fleet's costs, then per path."""
+    pol = doc.get("policies")
+    if not pol:
+        return []
+    out = ["", "Policies replayed through the twin (" + pol["note"] + "):", "",
+           "| policy | mean replicas | headroom | breaches (point [low, high]) | degraded answers | total | flag |",
+           "|---|---:|---:|---|---:|---:|---|"]
+    for t in pol["fleet"]:
+        out.append(f"| {md(t['policy'])} | {t['mean_replicas']:.2f} | {_usd(t['headroom_cost'])} | "
+                   f"{_usd(t['breach_cost'])} [{_usd(t['breach_cost_low'])}, {_usd(t['breach_cost_high'])}] | "
+                   f"{_usd(t['degraded_cost'])} ({t['degraded_answers']:,.0f}) | {_usd(t['total_cost'])} | "
+                   f"{'flagged' if t['flagged'] else ''} |")
+    out += ["", "| policy | path | breach [low, high] | TTFT | TPOT | rejected | attempts per request | "
+            "degraded | breach cost |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in pol["rows"]:
+        out.append(f"| {md(r['policy'])} | {md(r['path'])} | {_pct(r['breach_share'])} [{_pct(r['breach_share_low'])}, "
+                   f"{_pct(r['breach_share_high'])}]{' !' if r['flagged'] else ''} | {_pct(r['ttft_share'])} | "
+                   f"{_pct(r['tpot_share'])} | {_pct(r['rejected_share'])} | {r['attempts_per_request']:.3f} | "
+                   f"{_pct(r['degraded_share'])} | {_usd(r['breach_cost'])} |")
+    out.append("Rejected requests count as breaches (their promise is broken at the door); TTFT is from the "
+               "first attempt, backoff included; a degraded answer is priced at the degraded-answer price.")
+    return out
 
 
 def cross_check_markdown(doc: dict[str, Any]) -> str:

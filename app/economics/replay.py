@@ -103,6 +103,12 @@ def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_mo
                  seed=seed)
 
 
+def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
+    """The twin's trace of a scenario's requests (``demand_requests``, or requests a policy changed):
+    times moved by the warm-up, requests before the replay's start dropped."""
+    return _trace(demand, requests, seed, max_model_len)
+
+
 def _with_warmup(demand: Demand, reqs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     """Prepend the first WARMUP_S of demand before the export starts (a stationary start)."""
     first = reqs["arrival_s"] < WARMUP_S

@@ -410,6 +410,10 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
     return out
 
 
+# the policy rows (app.economics.policies) are assembled, flagged and varied as the static ones
+assemble, needs_envelope, variant = _assemble, _needs_envelope, _variant
+
+
 def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
             progress: Callable[[str], None] | None = None, workers: int | None = None,
             executor: Executor | None = None) -> list[Prediction]:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -23,8 +24,10 @@ import streamlit as st
 
 from app import report
 from app.cube import cube_key, ensure_cube
+from app.economics import policy_file
 from app.economics.crosscheck import CURVE_WINDOW_S
 from app.economics.inputs import ScenarioInputs
+from app.economics.policies import PolicyPrediction
 from app.economics.scenarios import Analysis, Prediction
 from app.promise import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
@@ -195,3 +198,12 @@ def promise_report(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: da
     """``headroom report``'s document for the Promise page's choices."""
     return report.build(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
                         include_failed=include_failed, exact_joint=dict(exact))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def policy_rows(db: str, replay_key: str, policy_json: str, observed_replicas: int) -> list[PolicyPrediction]:
+    """The policy rows of a policy mapping (canonical JSON), replayed once per replay key and policy:
+    prices are not part of the key, so a price change re-prices them."""
+    ps = policy_file.parse(json.loads(policy_json), "policy inputs", observed_replicas)
+    inputs = ScenarioInputs.from_replay_key(replay_key)
+    return inputs.policy_rows(analysis(db, replay_key), ps)

@@ -223,3 +223,41 @@ def erlang_c(rows: Sequence[Mapping[str, float]]) -> go.Figure:
     fig.update_layout(title="Erlang C at the peak hour — a thinking tool, not the estimator",
                       xaxis_title="replicas N'", xaxis={"dtick": 1}, margin=MARGIN)
     return fig
+
+
+def policy_costs(fleet: pd.DataFrame, policies: pd.DataFrame) -> go.Figure:
+    """Total cost (with its interval) against mean replicas paid for: the static N' rows as a line,
+    each policy row as a marker, so "degrade", "reject early", "autoscale" and "buy replicas" compare
+    on one axis."""
+    fig = go.Figure()
+    f = fleet.sort_values("replicas")
+    fig.add_trace(go.Scatter(
+        x=f["replicas"], y=f["total_cost"], name="static N'", mode="lines+markers",
+        error_y={"type": "data", "symmetric": False, "array": f["total_cost_high"] - f["total_cost"],
+                 "arrayminus": f["total_cost"] - f["total_cost_low"]},
+        hovertemplate="N'=%{x}<br>$%{y:,.0f}<extra>static</extra>"))
+    for kind, part in policies.groupby("kind", sort=False) if not policies.empty else []:
+        fig.add_trace(go.Scatter(
+            x=part["mean_replicas"], y=part["total_cost"], name=kind, mode="markers", marker={"size": 11},
+            text=[plotly_text(p) for p in part["policy"]],
+            error_y={"type": "data", "symmetric": False, "array": part["total_cost_high"] - part["total_cost"],
+                     "arrayminus": part["total_cost"] - part["total_cost_low"]},
+            hovertemplate="%{text}<br>%{x:.2f} replicas<br>$%{y:,.0f}<extra></extra>"))
+    fig.update_layout(title="Total cost over the horizon: static replicas and policies",
+                      xaxis_title="replicas paid for (mean over the export)",
+                      yaxis_title="headroom + breaches + degraded answers (USD)", margin=MARGIN)
+    return fig
+
+
+def autoscaler_timeline(frame: pd.DataFrame) -> go.Figure:
+    """Replicas paid for (starting, ready, draining) and ready over the export, per autoscaler row."""
+    fig = go.Figure()
+    for name, part in frame.groupby("policy", sort=False):
+        label = plotly_text(name)
+        fig.add_trace(go.Scatter(x=part["minute"], y=part["replicas"], name=f"paid: {label}", mode="lines",
+                                 line={"shape": "hv"}))
+        fig.add_trace(go.Scatter(x=part["minute"], y=part["ready"], name=f"ready: {label}", mode="lines",
+                                 line={"shape": "hv", "dash": "dot"}))
+    fig.update_layout(title="Autoscaler: replicas over time", xaxis_title="minutes from the export's start",
+                      yaxis_title="replicas", margin=MARGIN, legend={"orientation": "h", "y": -0.25})
+    return fig

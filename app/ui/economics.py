@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from app.economics import policy_file
 from app.economics.capacity import Assumptions
 from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.money import Prices
@@ -25,6 +26,15 @@ ECON_DEFAULTS: dict[str, Any] = {
     "breach": {}, "default_breach": 0.01, "split": "requests", "router": None,
     "max_num_seqs": None, "max_num_batched_tokens": None, "kv_cache_tokens": None, "max_model_len": None,
     "calibrate": True, "observed_replicas": None, "datasets": None,
+    # the policy rows (the same settings as a --policy file; README, "The policy file")
+    **{f"policy_{k}": v for k, v in {
+        "replicas": None, "autoscaler": False, "signal": "waiting", "scale_out_at": 4.0, "out_for": "2m",
+        "scale_in_at": 0.5, "in_for": "10m", "cooldown": "5m", "cold_start": "5m", "wake_start": "20s",
+        "min_replicas": 2, "max_replicas": 8, "admission": False, "queue_factor": "0.5,1,2", "retry": False,
+        "attempts": 3, "backoff": "1s", "budget_per_minute": 60.0, "retry_queue_factor": 0.5,
+        "cap_tokens": None, "cap_path": None, "small_share": 0.0, "small_path": None, "small_step_factor": 0.5,
+        "small_replicas": 1, "defer_path": None, "defer_hours": 4, "defer_ttft": "1h", "degraded_price": 0.005,
+    }.items()},
 }
 
 
@@ -99,7 +109,8 @@ def price(run: Mapping[str, Any]) -> dict[str, Any]:
     """The priced scenarios document of a run (as ``headroom scenarios`` writes it): arithmetic on the
     cached predictions, so a price change costs milliseconds."""
     inputs: ScenarioInputs = run["scenario_inputs"]
-    return inputs.document(run["analysis"], run["predictions"], run.get("cross_check"), run.get("queueing"))
+    return inputs.document(run["analysis"], run["predictions"], run.get("cross_check"), run.get("queueing"),
+                           run.get("policy_predictions"), run.get("policy_set"))
 
 
 def scenario_table(doc: Mapping[str, Any]) -> pd.DataFrame:
@@ -157,3 +168,95 @@ def break_even_lines(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"Break-even price of one **{md(path)}** breach for replica {nxt}: {why}")
     return out
 
+
+
+def policy_spec(form: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy inputs of the form as a policy file's mapping (empty: no policy row)."""
+    f = {k.removeprefix("policy_"): v for k, v in form.items() if k.startswith("policy_")}
+    spec: dict[str, Any] = {}
+    fleet = {"replicas": int(f["replicas"])} if f.get("replicas") else {}
+    if f.get("autoscaler"):
+        spec["autoscaler"] = {k: f[k] for k in ("signal", "scale_out_at", "out_for", "scale_in_at", "in_for",
+                                                "cooldown", "cold_start", "min_replicas", "max_replicas")}
+        if f.get("wake_start"):
+            spec["autoscaler"]["wake_start"] = f["wake_start"]
+    if f.get("admission"):
+        try:
+            factors = [float(x) for x in str(f["queue_factor"]).split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"queue caps {f['queue_factor']!r}: comma-separated numbers k (k x running)") from None
+        spec["admission"] = {**fleet, "queue_factor": factors}
+    if f.get("retry"):
+        spec["retry"] = {**fleet, "attempts": int(f["attempts"]), "backoff": f["backoff"],
+                         "budget_per_minute": float(f["budget_per_minute"]),
+                         "queue_factor": float(f["retry_queue_factor"])}
+    ladder: dict[str, Any] = {}
+    if f.get("cap_tokens"):
+        ladder["cap_tokens"] = {"tokens": int(f["cap_tokens"]), **({"path": f["cap_path"]} if f.get("cap_path") else {})}
+    if f.get("small_share") and f.get("small_path"):
+        ladder["smaller_model"] = {"path": f["small_path"], "share": float(f["small_share"]),
+                                   "step_factor": float(f["small_step_factor"]), "replicas": int(f["small_replicas"])}
+    if f.get("defer_path"):
+        ladder["defer"] = {"path": f["defer_path"], "hours": int(f["defer_hours"]), "ttft": f["defer_ttft"]}
+    if ladder:
+        spec["degradation"] = {**fleet, **ladder}
+    if spec:
+        spec["degraded_price"] = float(f.get("degraded_price") or 0.0)
+    return spec
+
+
+def policy_set(form: Mapping[str, Any], observed_replicas: int) -> policy_file.PolicySet | None:
+    """The form's policy rows (None: none asked for), checked as a policy file is."""
+    spec = policy_spec(form)
+    return policy_file.parse(spec, "policy inputs", observed_replicas) if spec else None
+
+
+def policy_table(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per policy row and path, beside the static rows' table (shares in %, costs in USD)."""
+    rows = []
+    for r in (doc.get("policies") or {}).get("rows") or []:
+        rows.append({
+            "policy": r["policy"], "path": r["path"], "mean replicas": r["mean_replicas"],
+            "joint breach %": pct(r["breach_share"]), "low %": pct(r["breach_share_low"]),
+            "high %": pct(r["breach_share_high"]), "TTFT %": pct(r["ttft_share"]), "TPOT %": pct(r["tpot_share"]),
+            "rejected %": pct(r["rejected_share"]), "attempts per request": r["attempts_per_request"],
+            "degraded answers": r["degraded_answers"], "breach cost $": r["breach_cost"],
+            "headroom cost $": r["headroom_cost"], "degraded cost $": r["degraded_cost"],
+            "total cost $": r["total_cost"], "flags": "; ".join(r.get("flags") or []),
+        })
+    return pd.DataFrame(rows)
+
+
+def policy_fleet_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame((doc.get("policies") or {}).get("fleet") or [])
+
+
+def timelines(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """The autoscaler rows' replicas over time (minutes from the export's start): policy, minute,
+    replicas paid for, ready."""
+    parts = []
+    for r in (doc.get("policies") or {}).get("rows") or []:
+        tl = r.get("timeline")
+        if tl:
+            parts.append(pd.DataFrame({"policy": r["policy"], "minute": [t / 60 for t in tl["t_s"]],
+                                       "replicas": tl["replicas"], "ready": tl["ready"]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["policy", "minute", "replicas", "ready"])
+
+
+def report_header(run: Mapping[str, Any], dataset_names: Mapping[int, str], fmt: str) -> str:
+    """What a downloaded report came from: the datasets, promises, grid, prices and policy inputs
+    (Markdown lines, or ``#`` comment lines before a CSV)."""
+    inputs: ScenarioInputs = run["scenario_inputs"]
+    lines = ["Headroom scenarios report",
+             "datasets: " + ", ".join(f"{i} ({dataset_names.get(i, '?')})" for i in inputs.datasets),
+             "promises: " + ", ".join(f"{p.path} TTFT {p.ttft_s} s / TPOT {p.tpot_s} s" for p in inputs.promises),
+             f"path labels: {', '.join(inputs.path_labels) or 'none'}",
+             f"replicas {','.join(map(str, inputs.replicas))}; traffic x{','.join(f'{g:g}' for g in inputs.traffic)}; "
+             f"context x{','.join(f'{m:g}' for m in inputs.context)}; seeds {inputs.seeds}",
+             f"engine facts given: {inputs.assumptions.given() or 'none'}"]
+    ps = run.get("policy_set")
+    if ps is not None:
+        lines.append("policies: " + "; ".join(row.name for row in ps.rows))
+    if fmt == "csv":
+        return "".join(f"# {line}\n" for line in lines)
+    return "\n".join([f"# {lines[0]}", ""] + [f"- {line}" for line in lines[1:]]) + "\n\n"
