@@ -339,7 +339,10 @@ def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (default 30)")
     p.add_argument("--match", help="a label selector narrowing the series, e.g. '{job=\"vllm\"}'")
     p.add_argument("--chunk", help="time per query (default 1h of raw samples, 1d of pushdown windows)")
-    p.add_argument("--pushdown", action="store_true", help="let the store compute the windows (PromQL increase() "
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--raw", action="store_true", help="read the raw samples and build the exact cube here (the "
+                     "default)")
+    how.add_argument("--pushdown", action="store_true", help="let the store compute the windows (PromQL increase() "
                    "and *_over_time at step = window, summed by the path labels): far less to pull, but counts are "
                    "increase()'s extrapolated ones (README: Pushdown and extrapolation); default: raw samples, exact")
     p.add_argument("--by", choices=["path", "series"], default="path", help="with --pushdown: sum in the store by "
