@@ -28,6 +28,9 @@ FIT_WINDOW_S = 300
 FIT_SIGNALS = ("generation_tokens_total", "prompt_tokens_total", "iteration_tokens", "running", "waiting", "kv_usage",
                "preemptions", "requests", "ttft", "tpot", "queue", "prefill", "prompt_tokens", "generation_tokens")
 
+# a build's temp tables that hold a row per series and window or per cube row (emptied once stored)
+_BUILD_TABLES = ("cube_series_windows", "cube_new")
+
 # Stored in this order, a cube's rows of one signal sit in few row groups: DuckDB's zone maps then
 # skip the rest when a query reads one signal.
 _STORE_ORDER = "order by signal nulls first, path, stat, le nulls first, window_start"
@@ -178,7 +181,9 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
         if row:
             return int(row[0])
         build_into_temp(con, ids, window_s, labels, signals)
-        return _store_built(con, ids, window_s, labels, rules, signals)
+        cube_id = _store_built(con, ids, window_s, labels, rules, signals)
+        empty_tables(con, _BUILD_TABLES)  # a month's series windows are GBs: not kept in memory after
+        return cube_id
 
 
 def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
@@ -198,7 +203,9 @@ def keep_fit_cube(con: duckdb.DuckDBPyConnection, dataset_id: int, rules: Sequen
     con.execute("create or replace temp table cube_series as from cube_series_kept")
     con.execute("drop table cube_series_kept")
     sql.materialize(con, "cube__build", "cube_new")
-    return _store_built(con, [dataset_id], FIT_WINDOW_S, REPLICA_LABELS, rules, FIT_SIGNALS)
+    cube_id = _store_built(con, [dataset_id], FIT_WINDOW_S, REPLICA_LABELS, rules, FIT_SIGNALS)
+    empty_tables(con, _BUILD_TABLES)
+    return cube_id
 
 
 def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
