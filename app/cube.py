@@ -20,6 +20,17 @@ from app.store import CUBE_TABLES, MODEL_LABEL, MODEL_LABELS, Workspace, path_ma
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
 
+# The capacity fit's cube (app.economics.capacity): per replica, 5-minute windows, of the signals
+# capacity__replica_windows and capacity__step_token_buckets read (the other latency histograms'
+# buckets are most of an export's series). A file's load keeps it (``keep_fit_cube``).
+REPLICA_LABELS = ["instance", "engine"]
+FIT_WINDOW_S = 300
+FIT_SIGNALS = ("generation_tokens_total", "prompt_tokens_total", "iteration_tokens", "running", "waiting", "kv_usage",
+               "preemptions", "requests", "ttft", "tpot", "queue", "prefill", "prompt_tokens", "generation_tokens")
+
+# a build's temp tables that hold a row per series and window or per cube row (emptied once stored)
+_BUILD_TABLES = ("cube_series_windows", "cube_new")
+
 # Stored in this order, a cube's rows of one signal sit in few row groups: DuckDB's zone maps then
 # skip the rest when a query reads one signal.
 _STORE_ORDER = "order by signal nulls first, path, stat, le nulls first, window_start"
@@ -61,13 +72,18 @@ def parse_window(text: str | int) -> int:
 
 
 def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
-                    path_labels: Sequence[str]) -> None:
+                    path_labels: Sequence[str], signals: Sequence[str] | None = None) -> None:
     """Build the cube into the temp table ``cube_new`` on ``con`` (with its inputs ``cube_series``
     and ``cube_series_windows``, and ``cube_duplicate_series``, the series that repeat an instant,
-    which later queries of the same connection may read)."""
+    which later queries of the same connection may read). With ``signals``, a cube of those signals
+    only: their rows are the full cube's (``cube__series_of_signals``), read from their samples alone."""
     ids = [int(i) for i in dataset_ids]
     live = check_live(con, ids, window_s, path_labels)
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
+    if signals is not None:
+        sql.materialize(con, "cube__series_of_signals", "cube_series_kept", signals=sorted(signals))
+        con.execute("create or replace temp table cube_series as from cube_series_kept")
+        con.execute("drop table cube_series_kept")
     if live:  # windows a store computed (app.pushdown), at this cube's window; the raw samples a pull
         # keeps for the capacity fit are of the same series, so they are not windowed again here
         sql.materialize(con, "cube__live_series_windows", "cube_series_windows", dataset_ids=live,
@@ -75,17 +91,20 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
         con.execute("create or replace temp table cube_duplicate_series as "
                     "select series_id from cube_series_windows where duplicates > 0")
     else:
-        _windows_of_samples(con, ids, window_s)
+        _windows_of_samples(con, ids, window_s, every_series=signals is None)
     sql.materialize(con, "cube__build", "cube_new")
 
 
-def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -> None:
+def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int,
+                        every_series: bool = True) -> None:
     """``cube_series_windows`` (and ``cube_duplicate_series``) from the datasets' samples."""
     # A load stores a file in the order it reads it, and exports come series by series in time order:
     # read in storage order, a series' neighbours are mostly beside it, and only the ends of its runs
     # need a sort (at 10 M samples a few thousand rows instead of all of them: 4x faster). When
     # the runs of a series overlap (exports that interleave or repeat samples), sort every sample.
-    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s))
+    # (a cube of some signals reads only their series' samples: ``every_series`` false)
+    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s),
+                    every_series=every_series)
     sql.materialize(con, "cube__run_links", "cube_run_links")
     presorted = bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
     # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
@@ -128,16 +147,25 @@ def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], windo
     return [int(p[0]) for p in pulls]
 
 
+def cube_spec(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
+              rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None) -> dict[str, object]:
+    spec: dict[str, object] = {"datasets": sorted(int(i) for i in dataset_ids), "window_s": int(window_s),
+                               "path_labels": list(path_labels), "rules": [list(r) for r in rules]}
+    if signals is not None:  # a cube of some signals only is another cube (the full cube's key is unchanged)
+        spec["signals"] = sorted(signals)
+    return spec
+
+
 def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
-             rules: Sequence[tuple[str, str]]) -> str:
-    spec = {"datasets": sorted(int(i) for i in dataset_ids), "window_s": int(window_s),
-            "path_labels": list(path_labels), "rules": [list(r) for r in rules]}
+             rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None) -> str:
+    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
-                path_labels: Sequence[str] | None = None) -> int:
-    """Return the id of the cached cube for this spec, building it if needed."""
+                path_labels: Sequence[str] | None = None, signals: Sequence[str] | None = None) -> int:
+    """Return the id of the cached cube for this spec, building it if needed; with ``signals``, a cube
+    of those signals only (for a reader that needs no other: its rows are the full cube's)."""
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
     with ws.transaction() as con:
         stored_labels, rules = path_mapping(con)
@@ -149,11 +177,13 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
             {"ids": [int(i) for i in ids]}).fetchall()}
         ids = [i for i in ids if int(i) not in records]
         row = con.execute("select cube_id from cube_index where cube_key = $k",
-                          {"k": cube_key(ids, window_s, labels, rules)}).fetchone()
+                          {"k": cube_key(ids, window_s, labels, rules, signals)}).fetchone()
         if row:
             return int(row[0])
-        build_into_temp(con, ids, window_s, labels)
-        return _store_built(con, ids, window_s, labels, rules)
+        build_into_temp(con, ids, window_s, labels, signals)
+        cube_id = _store_built(con, ids, window_s, labels, rules, signals)
+        empty_tables(con, _BUILD_TABLES)  # a month's series windows are GBs: not kept in memory after
+        return cube_id
 
 
 def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
@@ -163,15 +193,30 @@ def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], windo
     return _store_built(con, dataset_ids, window_s, path_labels, rules)
 
 
+def keep_fit_cube(con: duckdb.DuckDBPyConnection, dataset_id: int, rules: Sequence[tuple[str, str]]) -> int:
+    """Right after ``build_into_temp`` of a file's dataset alone at ``FIT_WINDOW_S``: keep the capacity
+    fit's cube of it too, from the same ``cube_series_windows`` (a series' windows do not depend on the
+    path labels), so the pass over the samples, most of a cube's time, is not made again; its id.
+    Replaces ``cube_series`` and ``cube_new`` on ``con``."""
+    sql.materialize(con, "signals__series", "cube_series", dataset_ids=[int(dataset_id)], path_labels=REPLICA_LABELS)
+    sql.materialize(con, "cube__series_of_signals", "cube_series_kept", signals=sorted(FIT_SIGNALS))
+    con.execute("create or replace temp table cube_series as from cube_series_kept")
+    con.execute("drop table cube_series_kept")
+    sql.materialize(con, "cube__build", "cube_new")
+    cube_id = _store_built(con, [dataset_id], FIT_WINDOW_S, REPLICA_LABELS, rules, FIT_SIGNALS)
+    empty_tables(con, _BUILD_TABLES)
+    return cube_id
+
+
 def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
-                 path_labels: Sequence[str], rules: Sequence[tuple[str, str]]) -> int:
-    ids = sorted(int(i) for i in dataset_ids)
+                 path_labels: Sequence[str], rules: Sequence[tuple[str, str]],
+                 signals: Sequence[str] | None = None) -> int:
     cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
     store_rows(con, cube_id, "cube_new")
-    spec = {"datasets": ids, "window_s": int(window_s), "path_labels": list(path_labels),
-            "rules": [list(r) for r in rules]}
+    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals)
     con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
-                {"k": cube_key(ids, window_s, path_labels, rules), "id": cube_id, "s": json.dumps(spec)})
+                {"k": cube_key(dataset_ids, window_s, path_labels, rules, signals), "id": cube_id,
+                 "s": json.dumps(spec)})
     return cube_id
 
 

@@ -171,6 +171,8 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     )
     describe_dataset(con, dataset_id, report)
     _duplicate_notes(con, report, where_word(staged.format))
+    if SUMMARY_WINDOW_S == cube.FIT_WINDOW_S:  # the summary's sample pass serves the capacity fit's cube too
+        cube.keep_fit_cube(con, dataset_id, path_mapping(con)[1])
     insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,
                     t_min=t_min, t_max=t_max, interval=interval)
     return report

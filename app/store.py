@@ -58,6 +58,7 @@ MEMORY_ENV = "HEADROOM_MEMORY_LIMIT"
 # DuckDB bounds its own buffers; Python, Streamlit and the allocator add ~250 MiB on top: at 3.5 GB a
 # 100 M-sample cube build peaks at ~3.6 GiB resident (under 4 GB), where 4GB gave 4.0 GiB (+3 % time)
 DEFAULT_MEMORY_LIMIT = "3.5GB"
+RELEASE_LIMIT = "64MB"  # Workspace.release_memory: low enough to evict every cached block
 
 
 def _engine_config() -> dict[str, str]:
@@ -88,7 +89,9 @@ class Workspace:
         self.path = str(path) if path is not None else default_db_path()
         if self.path != MEMORY:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(self.path, read_only=read_only, config=_engine_config())
+        config = _engine_config()
+        self.memory_limit = config["memory_limit"]  # as configured (DuckDB shows it rounded)
+        self.con = duckdb.connect(self.path, read_only=read_only, config=config)
         self._lock = threading.Lock()
         if not read_only:  # a read-only file already holds its schema and macros
             self._init_schema()
@@ -123,6 +126,18 @@ class Workspace:
 
     def close(self) -> None:
         self.con.close()
+
+    def release_memory(self) -> None:
+        """Let DuckDB drop what its buffer pool keeps cached (its copies of stored blocks: after a pass
+        over a month's samples, GBs) before work that holds its own memory (a month's replay): the
+        limit is lowered, which evicts them, then restored. Nothing stored is lost."""
+        with self._lock:
+            try:
+                self.con.execute("set memory_limit = $limit", {"limit": RELEASE_LIMIT})
+            except duckdb.Error:
+                pass  # buffers pinned by an open transaction stay: the memory stays held, no harm
+            finally:
+                self.con.execute("set memory_limit = $limit", {"limit": self.memory_limit})
 
     def __enter__(self) -> Workspace:
         return self

@@ -11,6 +11,8 @@
 -- reads: cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
+-- @param every_series BOOLEAN  false: read only the samples of cube_series' series (a cube of some
+--   signals), so a run is a stretch of one of those series with the others' samples left out
 -- @returns series_id UBIGINT, t_us BIGINT, value DOUBLE, rule UTINYINT, run_start BOOLEAN, run_end BOOLEAN,
 --   prev_value DOUBLE, prev_us BIGINT, next_us BIGINT
 with
@@ -44,6 +46,7 @@ scanned as (
         lead(epoch_us(ts)) over () as scan_next_us
     from samples
     where list_contains($dataset_ids, dataset_id)
+        and ($every_series or series_id in (select series_id from cube_series))
 ),
 
 bounded as (

@@ -207,7 +207,8 @@ def _windows_presorted_and_sorted(ws: Workspace, window_s: int) -> tuple[bool, p
     cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
     built = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
     # the build leaves the run tables empty: run the pass again to see which way it went
-    sql.materialize(ws.con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s)
+    sql.materialize(ws.con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s,
+                    every_series=True)
     sql.materialize(ws.con, "cube__run_links", "cube_run_links")
     disjoint = ws.con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0]
     sql.materialize(ws.con, "cube__series_windows", "sorted_windows", dataset_ids=ids, window_s=window_s,
@@ -245,3 +246,39 @@ def test_overlapping_runs_fall_back_to_the_sort(fleet: data.FleetInfo, whole: st
         disjoint, built, by_sort = _windows_presorted_and_sorted(ws, 300)
     assert not disjoint
     assert len(built) == len(by_sort)
+
+
+# -- a cube of some signals --------------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["series by series", "scrape by scrape"])
+def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Path, order: str) -> None:
+    """The demand's and the capacity fit's cubes hold only the signals they read, from those series'
+    samples alone: their rows are the full cube's rows of those signals, bit for bit (resets, repairs
+    and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal."""
+    from app.cube import FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube
+    from app.economics.demand import DEMAND_SIGNALS
+
+    files = [whole]
+    if order == "scrape by scrape":  # the kept series' runs are then stretches with the others left out
+        files = [str(tmp_path / "reordered.parquet")]
+        pd.read_parquet(whole).sort_values(["timestamp", "metric", "labels"]).to_parquet(files[0], index=False)
+    with Workspace(":memory:") as ws:
+        assert load.load_file(ws, Path(files[0])).status == "loaded"
+        cubes = "select count(*) from cube_index"
+        loaded = cube_frame(ws, ensure_cube(ws, None, 300, REPLICA_LABELS, signals=FIT_SIGNALS))
+        assert ws.con.execute(cubes).fetchone()[0] == 2  # the load kept the fit's cube beside its 5-minute one
+        ws.con.execute("delete from cube_index where spec->>'signals' is not null")
+        for window_s, labels, signals in ((60, ["model_name"], DEMAND_SIGNALS), (300, REPLICA_LABELS, FIT_SIGNALS)):
+            part = cube_frame(ws, ensure_cube(ws, None, window_s, labels, signals=signals))
+            if window_s == 300:  # the one the load kept (from its own pass over the samples) is the same
+                pd.testing.assert_frame_equal(loaded, part, check_exact=True)
+            full = cube_frame(ws, ensure_cube(ws, None, window_s, labels))
+            assert set(part["signal"].dropna()) == set(full["signal"].dropna()) & set(signals)
+            assert {"ttft", "prompt_tokens", "generation_tokens"} <= set(part["signal"].dropna())
+            kept = full[full["signal"].isin(signals)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(part[part["stat"] != "replicas"].reset_index(drop=True), kept,
+                                          check_exact=True)
+            assert part["stat"].eq("resets").any() or window_s == 60  # the fleet's restarts are in it
+            # the replicas reporting: those of the full cube wherever every replica reports a kept signal
+            reps = part[part["stat"] == "replicas"].merge(full[full["stat"] == "replicas"],
+                                                          on=["window_start", "path"], suffixes=("", "_full"))
+            assert len(reps) and (reps["value"] <= reps["value_full"]).all()

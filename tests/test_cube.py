@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cube import cube_frame, ensure_cube, parse_window
+from app.cube import FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube, parse_window
 from app.load import load_file, load_frame
 from app.store import Workspace
 from tests.conftest import histogram, load, samples, ts
@@ -163,18 +163,20 @@ def test_path_label_and_rules(ws: Workspace) -> None:
 
 def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
     # the load's summary builds the dataset's 5-minute cube; it is the cached cube of that spec, the
-    # same rows a fresh build gives
+    # same rows a fresh build gives (beside it, from the same pass, the capacity fit's: test_bench.py)
     les = ["0.5", "1.0", "+Inf"]
     rows = histogram(TTFT, V1, les, [(0, [10, 12, 30], 9.0), (300, [8, 13, 14], 5.0), (600, [9, 15, 20], 7.0)])
     rows += samples("vllm:prompt_tokens_total", V1, [(0, 100), (300, 150), (600, 5)])
     dataset_id = load(ws, rows)
-    index = ws.cursor().execute("select cube_id, spec from cube_index").fetchall()
-    assert len(index) == 1
+    index = ws.cursor().execute("select cube_id, spec from cube_index order by cube_id").fetchall()
+    assert len(index) == 2
     kept, spec = index[0]
     assert json.loads(spec) == {"datasets": [dataset_id], "window_s": 300, "path_labels": ["__model__"],
                                 "rules": []}
+    assert json.loads(index[1][1]) == {"datasets": [dataset_id], "window_s": 300, "path_labels": REPLICA_LABELS,
+                                       "rules": [], "signals": sorted(FIT_SIGNALS)}
     assert ensure_cube(ws, [dataset_id], 300) == kept  # found, not built
-    assert ws.cursor().execute("select count(*) from cube_index").fetchone()[0] == 1
+    assert ws.cursor().execute("select count(*) from cube_index").fetchone()[0] == 2
     frame = cube_frame(ws, kept)
     assert values(frame, "ttft", "count") == {-300: 0, 0: 14, 300: 6}
     assert values(frame, "prompt_tokens_total", "resets") == {300: 1}

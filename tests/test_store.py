@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -97,3 +99,14 @@ def test_a_bad_path_rule_is_refused_before_anything_is_stored(ws: Workspace) -> 
     with pytest.raises(Exception, match="unterminated|missing"):
         ws.set_paths(["instance"], [("(", "x")])
     assert ws.path_labels() == ["model_name"] and ws.path_rules() == [("a", "b")]
+
+
+def test_release_memory_keeps_the_limit_and_the_data(tmp_path: Path) -> None:
+    """The buffer pool's cached blocks are dropped (the limit lowered, then restored): the limit is the
+    configured one after it, and what is stored reads back the same."""
+    with Workspace(str(tmp_path / "w.duckdb")) as ws:
+        ws.con.execute("create table t as select range as x from range(300000)")
+        limit = ws.con.execute("select current_setting('memory_limit')").fetchone()[0]
+        ws.release_memory()
+        assert ws.con.execute("select current_setting('memory_limit')").fetchone()[0] == limit
+        assert ws.con.execute("select count(*), sum(x) from t").fetchone() == (300000, 299999 * 300000 // 2)

@@ -43,12 +43,10 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from app import sql
-from app.cube import ensure_cube
+from app.cube import FIT_SIGNALS, FIT_WINDOW_S, REPLICA_LABELS, ensure_cube
 from app.simulator.config import StepTime
 from app.store import Workspace
 
-REPLICA_LABELS = ["instance", "engine"]
-FIT_WINDOW_S = 300
 KV_FULL = 0.95
 MIN_INTERVALS = 10
 CURVATURE_GAIN = 0.05  # the batch-squared term must cut the step fit's RMSE by 5 %
@@ -197,7 +195,7 @@ def scrape_intervals(ws: Workspace, dataset_ids: list[int]) -> pd.DataFrame:
 
 
 def replica_windows(ws: Workspace, dataset_ids: list[int], window_s: int = FIT_WINDOW_S) -> pd.DataFrame:
-    cube_id = ensure_cube(ws, dataset_ids, window_s, REPLICA_LABELS)
+    cube_id = ensure_cube(ws, dataset_ids, window_s, REPLICA_LABELS, signals=FIT_SIGNALS)
     return sql.df(ws.cursor(), "capacity__replica_windows", cube_id=cube_id)
 
 
@@ -212,7 +210,7 @@ class EngineEvidence:
 
 
 def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
-    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS)
+    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS, signals=FIT_SIGNALS)
     buckets = sql.df(ws.cursor(), "capacity__step_token_buckets", cube_id=cube_id)
     steps = buckets[buckets["signal"] == "iteration_tokens"][["le", "observations"]]
     lengths = buckets[buckets["signal"].isin(["prompt_tokens", "generation_tokens"]) & np.isfinite(buckets["le"])]

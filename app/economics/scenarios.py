@@ -235,6 +235,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             "the demand is the store's PromQL increase() (--pushdown): requests per window are extrapolated, not "
             "exact (README: Pushdown and extrapolation); read raw samples for the exact demand", None, PUSHDOWN_WIDTH))
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
+    ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
     views = [calibration.twin_view(model, demand, observed.replicas, thresholds, seed=1000 + s) for s in range(seeds)]
     for path in thresholds:
         err: dict[str, float] = {}
