@@ -104,11 +104,21 @@ def _load(name: str, tmp_path: Path, ws: Workspace, folder: Path = CONSTRUCTED) 
     return report
 
 
+def _series(ws: Workspace, dataset_id: int, column: str, signal: str) -> set[str]:
+    """The distinct ``column`` (path, replica) of the dataset's series of ``signal``, mapped as its cube
+    maps them (``signals__series`` with the workspace's path labels)."""
+    load.sql.materialize(ws.con, "signals__series", "probe_series", dataset_ids=[dataset_id],
+                         path_labels=ws.path_labels())
+    assert column in ("path", "replica")
+    rows = ws.con.execute(f"select distinct {column} from probe_series where signal = $s", {"s": signal}).fetchall()
+    ws.con.execute("drop table probe_series")
+    return {r[0] for r in rows}
+
+
 def test_ray_serve_llm_capture_is_vllm_under_the_ray_prefix(tmp_path: Path) -> None:
     with Workspace(":memory:") as ws:
         report = _load("ray-serve-llm-vllm-v1.prom", tmp_path, ws)
-        replicas = {r[0] for r in ws.con.execute(
-            "select distinct replica from cube_series where signal = 'running'").fetchall()}
+        replicas = _series(ws, report.dataset_id, "replica", "running")
         kv = ws.con.execute(
             "select count(*), min(kv_tokens) from (" + load.sql.get("capacity__kv_config").sql + ")",
             {"dataset_ids": [report.dataset_id]}).fetchone()
@@ -129,8 +139,7 @@ def test_ray_serve_llm_capture_is_vllm_under_the_ray_prefix(tmp_path: Path) -> N
 def test_triton_models_are_paths_by_its_model_label(tmp_path: Path) -> None:
     with Workspace(":memory:") as ws:
         report = _load("triton-8-models.prom", tmp_path, ws)
-        gpu_paths = {r[0] for r in ws.con.execute(
-            "select distinct path from cube_series where signal = 'gpu_util'").fetchall()}
+        gpu_paths = _series(ws, report.dataset_id, "path", "gpu_util")
         real = _load("triton-trtllm-readme-base-metrics.prom", tmp_path, ws, folder=REAL)
     assert report.engine == "triton" and len(report.paths) == 8 and "(none)" not in report.paths
     assert {"llama31_8b_trtllm", "reranker_onnx"} <= set(report.paths)
@@ -185,6 +194,5 @@ def test_a_known_name_inside_another_engines_name_is_not_a_prefix() -> None:
 def test_engine_wide_series_of_a_capture_take_its_model_path(tmp_path: Path) -> None:
     with Workspace(":memory:") as ws:
         report = _load("vllm-v0-opt125m-datadog.prom", tmp_path, ws, folder=REAL)
-        kv_paths = {r[0] for r in ws.con.execute(
-            "select path from cube_series where signal = 'kv_config'").fetchall()}
+        kv_paths = _series(ws, report.dataset_id, "path", "kv_config")
     assert report.paths == ["facebook/opt-125m"] and kv_paths == {"facebook/opt-125m"}
