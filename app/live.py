@@ -215,11 +215,13 @@ _NOT_PATH_LABELS = {"__name__", "le", "quantile", "instance", "job", "engine", "
                     "container", "endpoint", "service", "prometheus", "prometheus_replica", "finished_reason"}
 
 
-def discover(client: Client, start: datetime, end: datetime, match: str | None = None) -> dict[str, Any]:
+def discover(client: Client, start: datetime, end: datetime, match: str | None = None,
+             names: Sequence[str] | None = None) -> dict[str, Any]:
     """What the store holds for Headroom in (start, end]: the engines and families present, the
     candidate path labels (label: distinct values, on the serving series), most values first, and every
-    label name the serving series carry."""
-    names = serving_metric_names(client)
+    label name the serving series carry. ``names``: the store's serving metric names, when the caller
+    has read them already."""
+    names = serving_metric_names(client) if names is None else list(names)
     engine_of = {r["family"]: r["engine"] for r in signal_rows()}
     families = sorted({f for n in names for f in engine_of if n == f or (n.startswith(f) and n[len(f):] in _SUFFIXES)})
     values: dict[str, set[str]] = {}

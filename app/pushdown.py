@@ -186,9 +186,9 @@ def pull(client: Client, start: datetime, end: datetime, window_s: int, path_lab
     """Run the plan over (start, end], ``chunk_s`` of windows per range query, with progress. With
     ``raw_scalars`` every serving series but the histogram buckets is also read raw (the capacity
     model fits the engine's step time on each scrape interval, which no window can give)."""
-    found = discover(client, start, end, match)
-    labels = resolve_labels(path_labels, found["path_labels"]) if by == "path" else []
     names = serving_metric_names(client)
+    found = discover(client, start, end, match, names)
+    labels = resolve_labels(path_labels, found["path_labels"]) if by == "path" else []
     queries = plan(names, labels, window_s, by, match)
     if not queries:
         raise LiveError(f"{client.store.url}: no metric of a known serving engine (vLLM, SGLang, TGI, TensorRT-LLM/"
@@ -310,7 +310,7 @@ def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = 
     if t1 <= t0:
         raise LiveError(f"the end ({end}) is not after the start ({start})")
     window_s = parse_window(window)
-    chunk_s = max(window_s, _chunk_seconds(chunk))
+    chunk_s = max(window_s, parse_window(chunk))
     selector_matchers(match)
     labels = list(path_labels) if path_labels else ws.path_labels()
     if progress:
@@ -318,13 +318,3 @@ def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = 
     pulled = pull(Client(store), t0, t1, window_s, labels, by=by, match=match, chunk_s=chunk_s, progress=progress,
                   raw_scalars=raw_scalars)
     return store_pulled(ws, pulled, store, t0, t1, window_s, by, match, name=name)
-
-
-def _chunk_seconds(text: str) -> int:
-    t = text.strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    try:
-        return int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(float(t))
-    except (ValueError, IndexError):
-        raise LiveError(f"--chunk {text!r}: expected a duration like 6h or 1d") from None
-
