@@ -12,8 +12,11 @@ import pytest
 
 from app import load
 from app.economics import scenarios
+from app.economics.calibration import dispersion, twin_view
 from app.economics.replay import (
+    WARMUP_S,
     demand_requests,
+    in_export,
     outcomes,
     replay,
     run_twin,
@@ -138,3 +141,43 @@ def test_the_replays_breach_counts_are_the_shares_of_its_outcomes(bundled: Analy
             for key, v in per.items():
                 assert v.dtype == got.windows[name][key].dtype and np.array_equal(v, got.windows[name][key])
         assert sum(want.requests.values()) > 1000
+
+
+def _view_of_arrays(d: dict[str, np.ndarray], run, demand, replicas: int, thresholds) -> dict[str, object]:
+    """``calibration.twin_view`` as it was computed from per-request arrays (the reference)."""
+    done = d["finished"] & in_export(demand, d["finish"])
+    first = ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
+    decode = (d["finish"] - d["first_token"])[done]
+    gaps = np.maximum(d["output_tokens"][done] - 1, 0)
+    n_min = int(round(demand.duration_s / demand.window_s))
+    shares = shares_of(d, demand, run.trace.path_names, thresholds)
+    minute = np.ceil((d["first_token"][first] - WARMUP_S + demand.origin - demand.origin) / demand.window_s
+                     - 1e-9).astype(int) - 1
+    counts = np.zeros((n_min, replicas))
+    np.add.at(counts, (np.clip(minute, 0, n_min - 1), d["replica"][first]), 1.0)
+    return {"itl_mean_s": float(decode.sum() / max(gaps.sum(), 1)),
+            "prefill_mean_s": float(np.nanmean(d["ttft_s"][first]) - np.nanmean(d["queue_s"][done])),
+            "queue_mean_s": {name: float(np.nanmean(d["queue_s"][done & (d["path"] == k)]))
+                             for k, name in enumerate(run.trace.path_names)},
+            "ttft_share": shares.ttft, "tpot_share": shares.tpot, "joint_share": shares.joint,
+            "dispersion": dispersion(counts)}
+
+
+@pytest.mark.slow
+def test_the_twin_view_counted_in_the_rows_is_the_per_request_arrays_view(bundled: Analysis) -> None:
+    """``twin_view`` reduces the engine's rows (a month's run never becomes per-request arrays): its
+    shares equal those of the Python engine's per-request outcomes to the bit, its means to 1e-12
+    (sums of whole microseconds against float sums), on three hours at two fleet sizes."""
+    a = bundled
+    span = a.demand
+    for replicas in (2, 4):
+        view = twin_view(a.model, span, replicas, a.thresholds, seed=7)
+        run, _ = run_twin(a.model, span, replicas, seed=7)
+        ref_run = run_fleet(run.trace, twin_config(a.model, replicas), seed=7, drain=True, metrics=False)
+        want = _view_of_arrays(outcomes(ref_run), run, span, replicas, a.thresholds)
+        assert (view.ttft_share, view.tpot_share, view.joint_share) == (
+            want["ttft_share"], want["tpot_share"], want["joint_share"])
+        for key in ("itl_mean_s", "prefill_mean_s", "dispersion"):
+            assert getattr(view, key) == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
+        assert view.queue_mean_s == pytest.approx(want["queue_mean_s"], rel=1e-12, abs=1e-15)
+        assert sum(want["ttft_share"].values()) > 0 and view.itl_mean_s > 0

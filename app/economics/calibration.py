@@ -34,8 +34,10 @@ import pandas as pd
 
 from app.economics.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
 from app.economics.demand import Demand
-from app.economics.replay import WARMUP_S, Thresholds, in_export, run_twin, shares_of
+from app.economics.replay import WARMUP_S, Thresholds, shares_of_rows, simulate_twin, twin_config
 from app.simulator.config import ROUTERS
+from app.simulator.records import US
+from app.simulator.twin_engine import view_counts
 
 ROUNDS = 6
 TOLERANCE = 0.01  # stop when every fitted quantity moved by less than 1 %
@@ -170,33 +172,36 @@ class TwinView:
 
 def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
               seed: int) -> TwinView:
-    run, d = run_twin(model, demand, replicas, seed=seed)
-    names = run.trace.path_names
-    done = d["finished"] & in_export(demand, d["finish"])
-    first = ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
-    decode = (d["finish"] - d["first_token"])[done]
-    gaps = np.maximum(d["output_tokens"][done] - 1, 0)
-    queue = d["queue_s"]
-    # the twin's gauges at its 60 s grid; grid point g is the end of demand minute g - WARMUP_S / 60 - 1
+    """One twin run reduced in the engine's rows (``view_counts``, ``breach_counts``): a month's run
+    never becomes per-request arrays. Counts and sums are of whole microseconds, as the arrays hold
+    them, so the means equal theirs up to the order of a float sum."""
+    trace, sim = simulate_twin(model, demand, replicas, seed=seed)
+    names = trace.path_names
     n_min = _minutes(demand)
+    per_path, decode, counts = view_counts(sim.rows, WARMUP_S, WARMUP_S + demand.duration_s, float(demand.window_s),
+                                           float(demand.origin), n_min, replicas, len(names))
+    # the twin's gauges at its 60 s grid; grid point g is the end of demand minute g - WARMUP_S / 60 - 1
     offset = int(round(WARMUP_S / demand.window_s))
-    gauges = np.stack([c.gauges[offset + 1: min(offset + 1 + n_min, run.n_grid)] for c in run.counters])
+    n_grid = sim.gauges.shape[1] - 1
+    gauges = sim.gauges[:, offset + 1: min(offset + 1 + n_min, n_grid)]
     per_min = np.full((n_min, 3), np.nan)  # [minute, (running, waiting, kv)], fleet mean
     per_min[: gauges.shape[1]] = gauges.mean(axis=0)
-    blocks_tokens = run.config.engine.num_gpu_blocks * run.config.engine.block_size
-    shares = shares_of(d, demand, names, thresholds)
-    minute = _minute(d["first_token"][first] - WARMUP_S + demand.origin, demand)
-    counts = np.zeros((n_min, replicas))
-    np.add.at(counts, (np.clip(minute, 0, n_min - 1), d["replica"][first]), 1.0)
+    engine = twin_config(model, replicas).engine
+    blocks_tokens = engine.num_gpu_blocks * engine.block_size
+    shares = shares_of_rows(sim, demand, names, thresholds)
+    first_n, done_n = int(per_path[:, 0].sum()), int(per_path[:, 2].sum())
+    ttft_mean = per_path[:, 1].sum() / US / first_n if first_n else math.nan
+    queue_mean = per_path[:, 3].sum() / US / done_n if done_n else math.nan
     return TwinView(
-        itl_mean_s=float(decode.sum() / max(gaps.sum(), 1)),
-        prefill_mean_s=float(np.nanmean(d["ttft_s"][first]) - np.nanmean(queue[done])),
+        itl_mean_s=float(decode[0] / US / max(int(decode[1]), 1)),
+        prefill_mean_s=float(ttft_mean - queue_mean),
         kv_by_minute=per_min[:, 2], kv_tokens_by_minute=per_min[:, 2] * blocks_tokens,
         running_mean=float(np.nanmean(per_min[:, 0])), waiting_mean=float(np.nanmean(per_min[:, 1])),
         running_peak=float(np.percentile(gauges[:, :, 0], PEAK_PERCENTILE)) if gauges.size else math.nan,
-        queue_mean_s={name: float(np.nanmean(queue[done & (d["path"] == k)])) if (done & (d["path"] == k)).any()
-                      else math.nan for k, name in enumerate(names)},
-        ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint, dispersion=dispersion(counts),
+        queue_mean_s={name: float(per_path[k, 3] / US / per_path[k, 2]) if per_path[k, 2] else math.nan
+                      for k, name in enumerate(names)},
+        ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint,
+        dispersion=dispersion(counts.astype(float)),
         outstanding_dispersion=dispersion((gauges[:, :, 0] + gauges[:, :, 1]).T))
 
 

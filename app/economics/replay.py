@@ -23,7 +23,7 @@ from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.fleet import FleetRun
 from app.simulator.records import NO_TIME, run_arrays
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
-from app.simulator.twin_engine import breach_counts, run_fleet_compiled, simulate
+from app.simulator.twin_engine import Simulated, breach_counts, run_fleet_compiled, simulate
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 
@@ -96,9 +96,16 @@ def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_mo
     arrival = requests["arrival_s"] + WARMUP_S
     keep = arrival >= 0
     n = int(keep.sum())
+    # a month at traffic x1.5 is tens of millions of requests: the columns are shared, not copied,
+    # when every request is kept (always for demand_requests' own), and hits_max is one broadcast False
+    every = n == len(arrival)
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
     return Trace(origin=demand.origin - WARMUP_S, duration_s=demand.duration_s + WARMUP_S, warmup_s=WARMUP_S,
-                 arrival_s=arrival[keep], path=requests["path"][keep], prompt_tokens=requests["prompt_tokens"][keep],
-                 output_tokens=requests["output_tokens"][keep], hits_max=np.zeros(n, dtype=bool),
+                 arrival_s=kept(arrival), path=kept(requests["path"]), prompt_tokens=kept(requests["prompt_tokens"]),
+                 output_tokens=kept(requests["output_tokens"]), hits_max=np.broadcast_to(np.False_, (n,)),
                  request_id=np.arange(n, dtype=np.int64), spec=TrafficSpec(paths=specs, max_model_len=max_model_len),
                  seed=seed)
 
@@ -164,7 +171,12 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     tens of millions of requests)."""
     trace = _twin_trace(model, demand, traffic, context, seed, requests)
     sim = simulate(trace, twin_config(model, replicas), seed=seed)
-    names = trace.path_names
+    return shares_of_rows(sim, demand, trace.path_names, thresholds)
+
+
+def shares_of_rows(sim: Simulated, demand: Demand, names: Sequence[str],
+                   thresholds: Mapping[str, Thresholds]) -> RunShares:
+    """:func:`shares_of` of a compiled run, counted in its rows (``breach_counts``)."""
     nan = math.nan
     ttft = np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float)
     tpot = np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float)
@@ -183,6 +195,13 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
         out.windows[name] = {"first_tokens": windows[k, 0], "ttft_breached": windows[k, 1].astype(float),
                              "finished": windows[k, 2], "joint_breached": windows[k, 3].astype(float)}
     return out
+
+
+def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, seed: int = 0) -> tuple[Trace, Simulated]:
+    """The compiled run of the observed demand at ``replicas`` (traffic and context x1): its trace
+    and rows, for a caller that reduces the rows itself."""
+    trace = _twin_trace(model, demand, 1.0, 1.0, seed, None)
+    return trace, simulate(trace, twin_config(model, replicas), seed=seed)
 
 
 def _th(thresholds: Mapping[str, Thresholds], name: str, key: str) -> float:

@@ -734,11 +734,11 @@ def _router_picks(router: str, n_rep: int, n_req: int, seed: int) -> tuple[np.nd
     """The positions ``Router.choose`` draws for each request (random: ``randrange``; power of two:
     ``sample(order, 2)``), from the same Mersenne Twister stream as ``random.Random(seed)``: numpy's
     MT19937 started from its state yields the same 32-bit words."""
+    code = ROUTER_CODES[router]
+    if code < 2 or n_req == 0 or (code == 3 and n_rep == 1):  # no draw: _run never reads them
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     pick_a = np.zeros(n_req, dtype=np.int64)
     pick_b = np.zeros(n_req, dtype=np.int64)
-    code = ROUTER_CODES[router]
-    if code < 2 or n_req == 0 or (code == 3 and n_rep == 1):
-        return pick_a, pick_b
     words = random.Random(seed).getstate()[1]
     bits = np.random.MT19937()
     bits.state = {"bit_generator": "MT19937", "state": {"key": np.array(words[:624], dtype=np.uint32),
@@ -815,8 +815,10 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0) -> Simulated:
     n_grid = int(math.floor(trace.duration_s / dt + 1e-9)) + 1
     n_rep = config.replicas
     rq = np.zeros(len(trace.arrival_s), dtype=REQUEST)
-    # the Python engine's engine arrival, operation for operation (+ 0.0 here: no front end)
-    rq["arrival"] = trace.arrival_s + st.frontend_s + st.frontend_per_token_s * np.asarray(trace.prompt_tokens)
+    # the Python engine's engine arrival, operation for operation: + frontend_s + per token x prompt,
+    # both 0 here (``unsupported``), so + 0.0, in place (a month is tens of millions of rows)
+    rq["arrival"] = trace.arrival_s
+    rq["arrival"] += 0.0
     for name in ("sched", "first", "finish", "lag"):
         rq[name] = np.nan
     rq["prompt"] = trace.prompt_tokens
@@ -913,3 +915,40 @@ def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
             if tpot_b or ttft_b:
                 windows[p, 3, w] += 1
     return totals, windows
+
+
+@njit(cache=True, error_model="numpy")
+def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
+    """What :func:`app.economics.calibration.twin_view` reads of a run, in whole microseconds as
+    ``records.run_arrays`` computes them, so that its means are those of the per-request arrays up
+    to the order of a float sum. Requests whose first token (finish) falls in [t_lo, t_hi): per path
+    (first tokens, sum of TTFT µs, finished, sum of queue µs), over every path (sum of decode µs,
+    sum of output tokens - 1), and first tokens per window of ``window_s`` (right-closed, from
+    ``t_lo``, clipped to the range as ``calibration._minute`` clips) and replica."""
+    per_path = np.zeros((n_paths, 4), dtype=np.int64)
+    decode = np.zeros(2, dtype=np.int64)
+    counts = np.zeros((n_windows, n_rep), dtype=np.int64)
+    for i in range(rq.shape[0]):
+        first = rq[i].first
+        if first != first:
+            continue
+        p = rq[i].path
+        first_us = np.int64(np.rint(first * 1e6))
+        t = first_us / 1e6
+        if t >= t_lo and t < t_hi:
+            per_path[p, 0] += 1
+            per_path[p, 1] += first_us - np.int64(np.rint(rq[i].arrival * 1e6))
+            m = int(math.ceil(((t - t_lo + origin) - origin) / window_s - 1e-9)) - 1
+            m = min(max(m, 0), n_windows - 1)
+            counts[m, rq[i].replica] += 1
+        if rq[i].reason < 0:
+            continue
+        finish_us = np.int64(np.rint(rq[i].finish * 1e6))
+        t = finish_us / 1e6
+        if not (t >= t_lo and t < t_hi):
+            continue
+        per_path[p, 2] += 1
+        per_path[p, 3] += np.int64(np.rint(rq[i].sched * 1e6)) - np.int64(np.rint(rq[i].arrival * 1e6))
+        decode[0] += finish_us - first_us
+        decode[1] += max(rq[i].gen - 1, 0)
+    return per_path, decode, counts
