@@ -55,15 +55,16 @@ def signal_rows() -> tuple[dict[str, str], ...]:
 
 
 MEMORY_ENV = "HEADROOM_MEMORY_LIMIT"
-# DuckDB bounds its own buffers; Python, Streamlit and the allocator add ~250 MiB on top: at 3.5 GB a
-# 100 M-sample cube build peaks at ~3.6 GiB resident (under 4 GB), where 4GB gave 4.0 GiB (+3 % time)
-DEFAULT_MEMORY_LIMIT = "3.5GB"
+# DuckDB bounds its own buffers; Python, Streamlit, the allocator and what DuckDB allocates outside its
+# pool add 250-800 MiB on top: at 3.5 GB a month's load (185 M samples) peaked at 4.1 GiB resident, so 3 GB
+# keeps a load under 4 GB
+DEFAULT_MEMORY_LIMIT = "3GB"
 RELEASE_LIMIT = "64MB"  # Workspace.release_memory: low enough to evict every cached block
 
 
 def _engine_config() -> dict[str, str]:
     """DuckDB settings: a bounded memory (a week of samples must not take the machine; DuckDB spills
-    to a temp directory beyond it) — ``$HEADROOM_MEMORY_LIMIT`` (e.g. ``8GB``) overrides 3.5 GB."""
+    to a temp directory beyond it) — ``$HEADROOM_MEMORY_LIMIT`` (e.g. ``8GB``) overrides 3 GB."""
     return {
         "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_LIMIT,
         "temp_directory": str(Path(tempfile.gettempdir()) / "headroom-duckdb-spill"),

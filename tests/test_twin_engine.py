@@ -181,3 +181,16 @@ def test_the_twin_view_counted_in_the_rows_is_the_per_request_arrays_view(bundle
             assert getattr(view, key) == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
         assert view.queue_mean_s == pytest.approx(want["queue_mean_s"], rel=1e-12, abs=1e-15)
         assert sum(want["ttft_share"].values()) > 0 and view.itl_mean_s > 0
+
+
+@pytest.mark.slow
+def test_the_residual_views_in_local_processes_are_those_of_this_process(
+        bundled: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A month's residual runs its seeds in local processes: the views are the same, in seed order."""
+    a = bundled
+    here = scenarios.residual_views(a.model, a.demand, 3, a.thresholds, 2)
+    monkeypatch.setattr(scenarios, "PARALLEL_RESIDUAL_REQUESTS", 0)
+    there = scenarios.residual_views(a.model, a.demand, 3, a.thresholds, 2)
+    assert [v.joint_share for v in there] == [v.joint_share for v in here]
+    assert [v.itl_mean_s for v in there] == [v.itl_mean_s for v in here]
+    assert here[0].joint_share != here[1].joint_share  # two seeds, two runs

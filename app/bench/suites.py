@@ -588,8 +588,8 @@ def economics_month(size: Size, workdir: Path, log: Log) -> list[Result]:
                 "generation_reused": made["reused"],
                 **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},
                 **{f"{k}_peak_rss_mb": round(v["peak_rss_mb"], 1) for k, v in ph.items()},
-                "grid_workers_peak_rss_mb": round(ph["grid"]["workers_peak_rss_mb"], 1),
-                "grid_tree_peak_rss_mb": round(ph["grid"]["tree_peak_rss_mb"], 1),
+                **{f"{k}_{m}_peak_rss_mb": round(ph[k][f"{m}_peak_rss_mb"], 1)
+                   for k in ("analyse", "grid") for m in ("workers", "tree")},
                 "peak_reset_per_phase": res["peak_reset"], "flagged_predictions": res["flagged"],
                 "s_per_replica_hour": round(ph["grid"]["seconds"] / replica_hours, 5),
                 "what": "load (Workspace.load_file) + analyse (fit, demand, calibration, residual) + a "

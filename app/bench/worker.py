@@ -162,10 +162,12 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
         if report.status != "loaded":
             raise RuntimeError(f"{task['metrics']}: {report.status} {report.errors}")
         phase("load", time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], PATH_LABELS,
-                                     progress=_say)
-        phase("analyse", time.perf_counter() - t0)
+        with ChildMemory() as pool:  # a month's residual runs its seeds in local processes
+            t0 = time.perf_counter()
+            analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], PATH_LABELS,
+                                         progress=_say)
+            seconds = time.perf_counter() - t0
+        phase("analyse", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
     replicas, traffic, seeds = list(task["replicas"]), list(task["traffic"]), int(task["seeds"])
     hours = analysis.demand.duration_s / 3600
     _say(f"grid of {len(replicas) * len(traffic)} scenarios x {seeds} seeds on {default_workers()} "

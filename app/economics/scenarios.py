@@ -236,7 +236,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             "exact (README: Pushdown and extrapolation); read raw samples for the exact demand", None, PUSHDOWN_WIDTH))
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
     ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
-    views = [calibration.twin_view(model, demand, observed.replicas, thresholds, seed=1000 + s) for s in range(seeds)]
+    views = residual_views(model, demand, observed.replicas, thresholds, seeds)
     for path in thresholds:
         err: dict[str, float] = {}
         for metric, obs in (("ttft", observed.ttft), ("tpot", observed.tpot)):
@@ -288,6 +288,27 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     per5 = np.convolve(window_requests, np.ones(5), mode="valid") / (5 * demand.window_s)
     analysis.peak_load_observed = float(np.max(per5 / observed.replicas)) if len(per5) else 0.0
     return analysis
+
+
+PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a spawned process costs more
+
+
+def residual_views(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
+                   seeds: int) -> list[calibration.TwinView]:
+    """The twin at the observed N with ``seeds`` seeds (1000, 1001, ...), in seed order. A month's
+    replays run in local processes, one per seed (as the grid's do; each process holds its own run);
+    a day's in this process."""
+    jobs = list(range(1000, 1000 + seeds))
+    requests = sum(float(p.requests.sum()) for p in demand.paths)
+    workers = 1 if requests < PARALLEL_RESIDUAL_REQUESTS else None
+    done = dict(LocalProcesses(workers).run(_residual_view, (model, demand, replicas, thresholds), jobs))
+    return [done[j] for j in jobs]
+
+
+def _residual_view(context: tuple[ReplicaModel, Demand, int, dict[str, Thresholds]], seed: int,
+                   _cache: dict[Any, Any]) -> calibration.TwinView:
+    model, demand, replicas, thresholds = context
+    return calibration.twin_view(model, demand, replicas, thresholds, seed=seed)
 
 
 def _extrapolation(analysis: Analysis, replicas: int, traffic: float, context: float) -> list[str]:
