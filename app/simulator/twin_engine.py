@@ -867,6 +867,16 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
 
 
 @njit(cache=True, error_model="numpy")
+def _counted_finish_us(rq, i, t_lo, t_hi):
+    """Request i's finish in whole microseconds when it finished in [t_lo, t_hi), else -1."""
+    if rq[i].reason < 0:
+        return np.int64(-1)
+    finish_us = np.int64(np.rint(rq[i].finish * 1e6))
+    t = finish_us / 1e6
+    return finish_us if t >= t_lo and t < t_hi else np.int64(-1)
+
+
+@njit(cache=True, error_model="numpy")
 def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
     """Per path (thresholds ``ttft_s``/``tpot_s``, NaN = not promised) and window of ``window_s`` from
     ``t_lo``: first tokens and TTFT breaches by first-token time, finished requests and joint
@@ -895,12 +905,10 @@ def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
                 windows[p, 0, w] += 1
                 if ttft_b:
                     windows[p, 1, w] += 1
-        if rq[i].reason < 0:
+        finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
+        if finish_us < 0:
             continue
-        finish_us = np.int64(np.rint(rq[i].finish * 1e6))
         t = finish_us / 1e6
-        if not (t >= t_lo and t < t_hi):
-            continue
         n_out = rq[i].gen
         tpot = ((finish_us - first_us) / 1_000_000) / max(n_out - 1, 1) if n_out > 1 else 0.0
         tpot_b = tpot_s[p] == tpot_s[p] and tpot > tpot_s[p]
@@ -941,11 +949,8 @@ def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
             m = int(math.ceil(((t - t_lo + origin) - origin) / window_s - 1e-9)) - 1
             m = min(max(m, 0), n_windows - 1)
             counts[m, rq[i].replica] += 1
-        if rq[i].reason < 0:
-            continue
-        finish_us = np.int64(np.rint(rq[i].finish * 1e6))
-        t = finish_us / 1e6
-        if not (t >= t_lo and t < t_hi):
+        finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
+        if finish_us < 0:
             continue
         per_path[p, 2] += 1
         per_path[p, 3] += np.int64(np.rint(rq[i].sched * 1e6)) - np.int64(np.rint(rq[i].arrival * 1e6))
