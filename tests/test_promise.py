@@ -287,24 +287,41 @@ def test_alerts_in_the_shares_pass_are_the_dense_grids(ws: Workspace) -> None:
     assert "firing" in set(evaluate(ws, cube_id, 300, promises, start, end).alerts["page_1h"])
 
 
-@pytest.mark.parametrize("case", ["idle first window", "idle last window", "scrape gap"])
+@pytest.mark.parametrize("case", ["idle first window", "idle last window", "missing window"])
 def test_alerts_fall_back_to_the_grid_when_the_stream_is_not_it(ws: Workspace, case: str) -> None:
-    """A path whose first or last stored window has no requests, or a window missing from the store:
-    the stream is not the grid (misfits), and the tables are promise__burn_alerts' on the sorted
-    windows."""
+    """A path whose first or last stored window has no requests, or a window missing from the store
+    (a cube stored before gaps were filled): the stream is not the grid (misfits), and the tables
+    are promise__burn_alerts' on the sorted windows."""
     a = dict.fromkeys(range(1, 13), (100, 20))
     b = dict.fromkeys(range(1, 13), (100, 1))
     if case == "idle first window":
         b[1] = (0, 0)
     elif case == "idle last window":
         a[12] = (0, 0)
-    else:
-        del b[6], b[7]
     _scraped(ws, a, {**V1, "model_name": "a"})
     _scraped(ws, b, {**V1, "model_name": "b", "instance": "10.0.0.2:8000"})
     cube_id = ensure_cube(ws, None, 300, None)
+    if case == "missing window":
+        ws.con.execute("delete from cube_window_histograms where path = 'b' and window_start = "
+                       "(select min(window_start) + interval 30 minute from cube_window_histograms)")
     promises = [Promise(ttft_s=0.5)]
     assert _misfits(ws, cube_id, promises) > 0
+    _assert_alerts_are_the_grids(ws, cube_id, promises)
+
+
+def test_a_scrape_gap_is_stored_as_empty_windows(ws: Workspace) -> None:
+    """Two scrapes missing on b: the store holds a row of NULLs for each window of the gap, so the
+    stream stays the grid (no misfits); the gap counts nothing and the tables are the grid's."""
+    a = dict.fromkeys(range(1, 13), (100, 20))
+    b = {k: (100, 1) for k in range(1, 13) if k not in (6, 7)}
+    _scraped(ws, a, {**V1, "model_name": "a"})
+    _scraped(ws, b, {**V1, "model_name": "b", "instance": "10.0.0.2:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    empty = ws.con.execute("select count(*) from cube_window_histograms where cube_id = $c and path = 'b' "
+                           "and coalesce(ttft_count, ttft_layout, finished) is null", {"c": cube_id}).fetchall()
+    assert empty[0][0] >= 1
+    promises = [Promise(ttft_s=0.5)]
+    assert _misfits(ws, cube_id, promises) == 0
     _assert_alerts_are_the_grids(ws, cube_id, promises)
 
 
