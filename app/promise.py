@@ -205,10 +205,10 @@ def evaluate(ws: Workspace, cube_id: int, window_s: int, promises: list[Promise]
         return sql.to_pandas(_range_table(ws.cursor(), cube_id, window_s, promises, start, end, include_failed))
 
     with ThreadPoolExecutor(1) as pool:
-        paths = pool.submit(range_rows) if (os.cpu_count() or 1) > 1 else None
+        on_other_core = pool.submit(range_rows) if (os.cpu_count() or 1) > 1 else None
         windows, alerts = _window_tables(ws.cursor(), cube_id, window_s, promises, start, end, include_failed,
                                          slo_period_days)
-        return PromiseTables(paths.result() if paths else range_rows(), sql.to_pandas(windows),
+        return PromiseTables(on_other_core.result() if on_other_core else range_rows(), sql.to_pandas(windows),
                              sql.to_pandas(alerts))
 
 
