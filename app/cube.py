@@ -36,14 +36,14 @@ _BUILD_TABLES = ("cube_series_windows", "cube_new")
 _STORE_ORDER = "order by signal nulls first, path, stat, le nulls first, window_start"
 
 
-def store_rows(con: duckdb.DuckDBPyConnection, cube_id: int, relation: str) -> None:
-    """Append the rows of ``relation`` (the cube columns) to ``cube_rows`` as cube ``cube_id``, with
-    the per-window lists a promise reads (``index_for_promises``)."""
+def store_rows(con: duckdb.DuckDBPyConnection, cube_id: int, relation: str, window_s: int) -> None:
+    """Append the rows of ``relation`` (the cube columns, ``window_s`` windows) to ``cube_rows`` as
+    cube ``cube_id``, with the per-window lists a promise reads (``index_for_promises``)."""
     con.execute(f"insert into cube_rows select $id, * from {relation} {_STORE_ORDER}", {"id": cube_id})
-    index_for_promises(con, cube_id)
+    index_for_promises(con, cube_id, window_s)
 
 
-def index_for_promises(con: duckdb.DuckDBPyConnection, cube_id: int) -> None:
+def index_for_promises(con: duckdb.DuckDBPyConnection, cube_id: int, window_s: int) -> None:
     """Gather a cube's bucket rows into one list per (window, path, histogram) with its layout
     (``cube__promise_lists`` → ``cube_bucket_layouts``, ``cube_window_histograms``): a promise change
     then picks bounds by position instead of aggregating millions of bucket rows."""
@@ -51,7 +51,7 @@ def index_for_promises(con: duckdb.DuckDBPyConnection, cube_id: int) -> None:
         con.execute(f"delete from {table} where cube_id = $id", {"id": cube_id})
     sql.materialize(con, "cube__promise_lists", "promise_lists", cube_id=cube_id)
     sql.insert_into(con, "cube__bucket_layouts", "cube_bucket_layouts", cube_id=cube_id)
-    sql.insert_into(con, "cube__window_histograms", "cube_window_histograms", cube_id=cube_id)
+    sql.insert_into(con, "cube__window_histograms", "cube_window_histograms", cube_id=cube_id, window_s=window_s)
     con.execute("drop table promise_lists")
 
 
@@ -212,7 +212,7 @@ def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], win
                  path_labels: Sequence[str], rules: Sequence[tuple[str, str]],
                  signals: Sequence[str] | None = None) -> int:
     cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
-    store_rows(con, cube_id, "cube_new")
+    store_rows(con, cube_id, "cube_new", window_s)
     spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals)
     con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
                 {"k": cube_key(dataset_ids, window_s, path_labels, rules, signals), "id": cube_id,

@@ -1,6 +1,8 @@
 -- name: promise__shares
 -- purpose: per path (over the whole range, or per window) the breach share of each promise
---   threshold with honest bounds, and the joint promise. For TTFT, TPOT, E2E and queue time: the
+--   threshold with honest bounds, and the joint promise; per window also the burn rate and the
+--   multiwindow burn-rate alerts (those of promise__burn_alerts, in the same pass).
+--   For TTFT, TPOT, E2E and queue time: the
 --   estimate (linear interpolation inside the bucket holding the threshold, methods.md 1.4), the
 --   hard bounds from the neighbouring bucket bounds, and `exact` when the threshold is a bound.
 --   TPOT is per request from the per-request TPOT histogram when the engine exports one (basis
@@ -12,15 +14,22 @@
 --   from the bounds around it, picked by position in that window's own bucket layout
 --   (cube__window_histograms); over a range the windows' counts add up (interpolation is linear in
 --   the counts), so a layout changed part-way is right too, and `exact` means exact in every window
---   with observations. One query gives both the per-window and the range rows (one read of the lists).
+--   with observations. A histogram no promise sets a threshold for is not read.
+--   Per window, the rows stream in the order cube_window_histograms stores them (path, time: no
+--   sort), and the burn-rate columns are promise__burn_alerts' running totals taken over that
+--   stream: the same numbers when the stream is its dense grid, i.e. each path's stored windows are
+--   consecutive and its first and last stored windows have requests. `misfits` counts the stored
+--   windows so far that break this (out of order, a missing window, an idle first or last one):
+--   when the last row's is not 0, the caller sorts the rows and runs promise__burn_alerts on them.
 --   The five histograms' blocks are written out, not once, because once was slower (DuckDB 2.0.1,
 --   the bench's 30-day 10-path cube, alternating runs, the same tables): through struct macros
 --   (counts at the threshold, breaches per window, sums over the range) this statement took a
 --   median 177 ms against 151 (41 runs) and promise_change 260 ms against 242 (61 runs); one macro
 --   without the intermediate struct 202 against 151 (the repeated list lookups are not shared); one
 --   row per (window, path, signal) needs an unpivot and a PIVOT back, 28-45 ms for those alone.
--- grain: one row per path with a NULL window_start when $over_range, and one per (path,
---   window_start) when $per_window; by path, each path's range row first, then its windows in time
+-- grain: one row per path with a NULL window_start when $over_range (in no set order), and one per
+--   (path, window_start) when $per_window, by path and time as stored (see `misfits`); ask for one
+--   of the two
 -- reads: cube_bucket_layouts, cube_window_histograms
 -- @param cube_id INTEGER  a cube of cube_rows
 -- @param start_ts TIMESTAMP  first window start included
@@ -30,6 +39,10 @@
 -- @param over_range BOOLEAN  return one row per path over the whole range
 -- @param include_failed BOOLEAN  count failed (abort/error) requests as breaches of the joint promise
 -- @param paths VARCHAR[]  only these paths (NULL: every path)
+-- @param window_s INTEGER  the cube's window length in seconds
+-- @param fast_factor DOUBLE  burn factor of the 1 h / 5 min page
+-- @param slow_factor DOUBLE  burn factor of the 6 h / 30 min page
+-- @param ticket_factor DOUBLE  burn factor of the 3 d / 6 h ticket
 -- @returns window_start TIMESTAMP, path VARCHAR, requests DOUBLE, failed_requests DOUBLE,
 --   finished_requests DOUBLE, target DOUBLE,
 --   ttft_threshold_s DOUBLE, ttft_share DOUBLE, ttft_low DOUBLE, ttft_high DOUBLE, ttft_exact BOOLEAN,
@@ -37,7 +50,9 @@
 --   tpot_basis VARCHAR,
 --   e2e_threshold_s DOUBLE, e2e_share DOUBLE, e2e_low DOUBLE, e2e_high DOUBLE, e2e_exact BOOLEAN,
 --   queue_threshold_s DOUBLE, queue_share DOUBLE, queue_low DOUBLE, queue_high DOUBLE, queue_exact BOOLEAN,
---   failed_share DOUBLE, joint_low DOUBLE, joint_high DOUBLE
+--   failed_share DOUBLE, joint_low DOUBLE, joint_high DOUBLE,
+--   burn_low DOUBLE, burn_high DOUBLE, page_1h VARCHAR, page_6h VARCHAR, ticket_3d VARCHAR,
+--   misfits BIGINT
 with
 promise_list as (
     select unnest(
@@ -106,6 +121,7 @@ picked as not materialized (
     -- threshold's bounds in this window's layout
     select
         r.window_start,
+        (epoch(r.window_start) // $window_s)::bigint as slot,
         r.path,
         pp.target,
         pp.path_code,
@@ -153,22 +169,40 @@ picked as not materialized (
         r.queue_counts[pq.pos.i_lo] as queue_c_lo,
         pq.pos.le_hi as queue_le_hi,
         r.queue_counts[pq.pos.i_hi] as queue_c_hi
-    from cube_window_histograms as r
+    from (
+        -- a histogram no promise sets a threshold for is not read (the condition is a constant
+        -- of the statement, which DuckDB folds: the scan skips that list)
+        select
+            window_start, path, finished, failed,
+            ttft_layout, ttft_count, tpot_layout, tpot_count, itl_layout, itl_count,
+            e2e_layout, e2e_count, queue_layout, queue_count,
+            case when list_bool_or(list_transform($promises, lambda p: p.ttft_s is not null)) then ttft_counts end
+                as ttft_counts,
+            case when list_bool_or(list_transform($promises, lambda p: p.tpot_s is not null)) then tpot_counts end
+                as tpot_counts,
+            case when list_bool_or(list_transform($promises, lambda p: p.tpot_s is not null)) then itl_counts end
+                as itl_counts,
+            case when list_bool_or(list_transform($promises, lambda p: p.e2e_s is not null)) then e2e_counts end
+                as e2e_counts,
+            case when list_bool_or(list_transform($promises, lambda p: p.queue_s is not null)) then queue_counts end
+                as queue_counts
+        from cube_window_histograms
+        where cube_id = $cube_id and window_start >= $start_ts and window_start < $end_ts
+    ) as r
     inner join path_promise as pp on pp.path = r.path
     left join positions as pt on pt.layout_id = r.ttft_layout
     left join positions as pd on pd.layout_id = r.tpot_layout
     left join positions as pi on pi.layout_id = r.itl_layout
     left join positions as pe on pe.layout_id = r.e2e_layout
     left join positions as pq on pq.layout_id = r.queue_layout
-    where r.cube_id = $cube_id and r.window_start >= $start_ts and r.window_start < $end_ts
 ),
 
-window_counts as materialized (
+window_counts as (
     -- per window and path, how many observations breach each threshold; NULL without a threshold
     -- or without buckets in that window, `_n` NULL when the window has no observations.
-    -- Materialized: the per-window rows and the range sums read it, and computed twice it cost more
     select
         window_start,
+        slot,
         path,
         target,
         path_code,
@@ -216,12 +250,19 @@ window_counts as materialized (
     from picked
 ),
 
+range_counts as materialized (
+    -- the range sums' input, computed once (inlined into the aggregate, each count is computed again
+    -- for every sum that reads it: twice as slow)
+    select * from window_counts where $over_range
+),
+
 counted as (
     select * from window_counts where $per_window
     union all by name
     -- over the range: the windows' counts add up; exact when every window with observations is
     select
         null::timestamp as window_start,
+        null::bigint as slot,
         path,
         any_value(target) as target,
         any_value(path_code) as path_code,
@@ -260,14 +301,14 @@ counted as (
         sum(queue_bad_low) as queue_bad_low,
         sum(queue_bad_high) as queue_bad_high,
         coalesce(bool_and(queue_exact) filter (where queue_n is not null), bool_and(queue_exact)) as queue_exact
-    from window_counts
-    where $over_range
+    from range_counts
     group by path
 ),
 
 pivoted as (
     select
         c.window_start,
+        c.slot,
         c.path,
         c.path_code,
         coalesce(c.ttft_count, c.e2e_count, c.tpot_count, c.finished) as requests,
@@ -326,9 +367,10 @@ with_tpot as (
     from pivoted
 ),
 
-final as (
+shared as (
     select
         window_start,
+        slot,
         path,
         path_code,
         requests,
@@ -371,7 +413,158 @@ final as (
             + coalesce(failed_share, 0)
         ) as joint_high
     from with_tpot
-    where requests > 0
 )
 
-select * exclude (path_code) from final order by path_code, window_start nulls first
+,
+
+streamed as (
+    -- per window, the burn-rate alerts over the stored windows as they come (path, time): a window
+    -- without requests adds 0, as the dense grid's idle window does in promise__burn_alerts, whose
+    -- running totals and lags follow. `fits`: this window keeps the stream that grid (the header)
+    select
+        *,
+        case when requests > 0 then joint_low * requests end as bad_low,
+        case when requests > 0 then joint_high * requests end as bad_high,
+        case when requests > 0 then requests else 0 end as n,
+        case when requests > 0 then joint_low * requests else 0 end as lo,
+        case when requests > 0 then joint_high * requests else 0 end as hi,
+        path_code is distinct from lag(path_code) over () as path_start,
+        case
+            when lag(path_code) over () is null then coalesce(requests > 0, false)
+            when lag(path_code) over () < path_code
+                then coalesce(requests > 0, false) and coalesce(lag(requests) over () > 0, false)
+            when lag(path_code) over () = path_code then coalesce(slot = lag(slot) over () + 1, false)
+            else false
+        end as fits
+    from shared
+),
+
+running as (
+    -- running totals in stream order (an empty OVER keeps it); non-decreasing, as every term is >= 0
+    select
+        *,
+        sum(n) over w as n_cum,
+        sum(lo) over w as lo_cum,
+        sum(hi) over w as hi_cum,
+        count(*) filter (where not fits) over w as misfits
+    from streamed
+    window w as (rows between unbounded preceding and current row)
+),
+
+lagged as (
+    select
+        *,
+        lag(n_cum, greatest(1, 300 // $window_s)) over () as n_before_5m,
+        lag(lo_cum, greatest(1, 300 // $window_s)) over () as lo_before_5m,
+        lag(hi_cum, greatest(1, 300 // $window_s)) over () as hi_before_5m,
+        lag(n_cum, greatest(1, 1800 // $window_s)) over () as n_before_30m,
+        lag(lo_cum, greatest(1, 1800 // $window_s)) over () as lo_before_30m,
+        lag(hi_cum, greatest(1, 1800 // $window_s)) over () as hi_before_30m,
+        lag(n_cum, greatest(1, 3600 // $window_s)) over () as n_before_1h,
+        lag(lo_cum, greatest(1, 3600 // $window_s)) over () as lo_before_1h,
+        lag(hi_cum, greatest(1, 3600 // $window_s)) over () as hi_before_1h,
+        lag(n_cum, greatest(1, 21600 // $window_s)) over () as n_before_6h,
+        lag(lo_cum, greatest(1, 21600 // $window_s)) over () as lo_before_6h,
+        lag(hi_cum, greatest(1, 21600 // $window_s)) over () as hi_before_6h,
+        lag(n_cum, greatest(1, 259200 // $window_s)) over () as n_before_3d,
+        lag(lo_cum, greatest(1, 259200 // $window_s)) over () as lo_before_3d,
+        lag(hi_cum, greatest(1, 259200 // $window_s)) over () as hi_before_3d,
+        -- the totals just before the path's first window, where a range reaching further back
+        -- than the path's span starts (the latest path start so far: the totals only grow)
+        max(case when path_start then n_cum - n end) over w as n_0,
+        max(case when path_start then lo_cum - lo end) over w as lo_0,
+        max(case when path_start then hi_cum - hi end) over w as hi_0
+    from running
+    window w as (rows between unbounded preceding and current row)
+),
+
+-- trailing sums over the windows wholly inside (end - L, end], end the end of the current window
+-- (at least the current window): the SRE workbook's rule ranges on the cube's grid
+trailing_sums as (
+    select
+        *,
+        n_cum - greatest(coalesce(n_before_5m, 0), n_0) as n_5m,
+        lo_cum - greatest(coalesce(lo_before_5m, 0), lo_0) as lo_5m,
+        hi_cum - greatest(coalesce(hi_before_5m, 0), hi_0) as hi_5m,
+        n_cum - greatest(coalesce(n_before_30m, 0), n_0) as n_30m,
+        lo_cum - greatest(coalesce(lo_before_30m, 0), lo_0) as lo_30m,
+        hi_cum - greatest(coalesce(hi_before_30m, 0), hi_0) as hi_30m,
+        n_cum - greatest(coalesce(n_before_1h, 0), n_0) as n_1h,
+        lo_cum - greatest(coalesce(lo_before_1h, 0), lo_0) as lo_1h,
+        hi_cum - greatest(coalesce(hi_before_1h, 0), hi_0) as hi_1h,
+        n_cum - greatest(coalesce(n_before_6h, 0), n_0) as n_6h,
+        lo_cum - greatest(coalesce(lo_before_6h, 0), lo_0) as lo_6h,
+        hi_cum - greatest(coalesce(hi_before_6h, 0), hi_0) as hi_6h,
+        n_cum - greatest(coalesce(n_before_3d, 0), n_0) as n_3d,
+        lo_cum - greatest(coalesce(lo_before_3d, 0), lo_0) as lo_3d,
+        hi_cum - greatest(coalesce(hi_before_3d, 0), hi_0) as hi_3d
+    from lagged
+    where requests > 0
+),
+
+rated as (
+    select
+        *,
+        lo_5m / n_5m / (1 - target) as b_lo_5m, hi_5m / n_5m / (1 - target) as b_hi_5m,
+        lo_30m / n_30m / (1 - target) as b_lo_30m, hi_30m / n_30m / (1 - target) as b_hi_30m,
+        lo_1h / n_1h / (1 - target) as b_lo_1h, hi_1h / n_1h / (1 - target) as b_hi_1h,
+        lo_6h / n_6h / (1 - target) as b_lo_6h, hi_6h / n_6h / (1 - target) as b_hi_6h,
+        lo_3d / n_3d / (1 - target) as b_lo_3d, hi_3d / n_3d / (1 - target) as b_hi_3d
+    from trailing_sums
+)
+
+select
+    window_start,
+    path,
+    requests,
+    failed_requests,
+    finished_requests,
+    target,
+    ttft_threshold_s,
+    ttft_share,
+    ttft_low,
+    ttft_high,
+    ttft_exact,
+    tpot_threshold_s,
+    tpot_share,
+    tpot_low,
+    tpot_high,
+    tpot_exact,
+    tpot_basis,
+    e2e_threshold_s,
+    e2e_share,
+    e2e_low,
+    e2e_high,
+    e2e_exact,
+    queue_threshold_s,
+    queue_share,
+    queue_low,
+    queue_high,
+    queue_exact,
+    failed_share,
+    joint_low,
+    joint_high,
+    -- the burn-rate columns are per window: NULL on the range rows
+    case when window_start is not null then bad_low / requests / (1 - target) end as burn_low,
+    case when window_start is not null then bad_high / requests / (1 - target) end as burn_high,
+    case
+        when window_start is null or $window_s > 300 then null
+        when b_lo_1h > $fast_factor and b_lo_5m > $fast_factor then 'firing'
+        when b_hi_1h > $fast_factor and b_hi_5m > $fast_factor then 'possible'
+        else 'ok'
+    end as page_1h,
+    case
+        when window_start is null or $window_s > 1800 then null
+        when b_lo_6h > $slow_factor and b_lo_30m > $slow_factor then 'firing'
+        when b_hi_6h > $slow_factor and b_hi_30m > $slow_factor then 'possible'
+        else 'ok'
+    end as page_6h,
+    case
+        when window_start is null or $window_s > 21600 then null
+        when b_lo_3d > $ticket_factor and b_lo_6h > $ticket_factor then 'firing'
+        when b_hi_3d > $ticket_factor and b_hi_6h > $ticket_factor then 'possible'
+        else 'ok'
+    end as ticket_3d,
+    case when window_start is not null then misfits end as misfits
+-- no ORDER BY: the windows come in stream order (selects and empty-OVER windows keep it)
+from rated

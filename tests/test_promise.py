@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from app import sql
 from app.cube import ensure_cube
 from app.promise import (
     Promise,
@@ -205,8 +206,8 @@ def test_trailing_ranges_stay_inside_their_path(ws: Workspace) -> None:
 
 
 def test_evaluate_of_two_paths_at_once_is_the_three_tables(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With several paths promise.evaluate runs two halves of them at once: the tables are those of
-    the separate calls over every path, in the same order."""
+    """With two cores promise.evaluate runs the range rows and the per-window rows at once: the
+    tables are those of the separate calls over every path, in the same order."""
     monkeypatch.setattr("app.promise.os.cpu_count", lambda: 2)
     for k, name in enumerate(["a", "b", "c"]):
         _windows(ws, [(100 * (k + 1), 5 * k), (50, 25), (0, 0), (400, 7 * k)],
@@ -236,6 +237,92 @@ def test_evaluate_is_the_three_tables(ws: Workspace) -> None:
     pd.testing.assert_frame_equal(tables.windows.reset_index(drop=True), windows)
     pd.testing.assert_frame_equal(tables.alerts, burn_alerts(ws, cube_id, 300, promises, start, end))
     assert len(tables.paths) == 1 and len(windows) == 3
+
+
+def _scraped(ws: Workspace, counts: dict[int, tuple[int, int]], labels: dict) -> None:
+    """TTFT scrapes at 300 s x k for the k in ``counts`` (requests, breaches at 0.5 s in the window
+    ending there); a k left out is a scrape gap."""
+    scrapes, total, bad = [(0, [0, 0], 0.0)], 0, 0
+    for k in sorted(counts):
+        n, b = counts[k]
+        total, bad = total + n, bad + b
+        scrapes.append((300 * k, [total - bad, total], 0.0))
+    load(ws, histogram(TTFT, labels, ["0.5", "+Inf"], scrapes))
+
+
+def _misfits(ws: Workspace, cube_id: int, promises: list[Promise]) -> int:
+    start, end = time_range(ws, cube_id, None, None)
+    table = sql.arrow(ws.cursor(), "promise__shares", cube_id=cube_id, start_ts=start, end_ts=end,
+                      promises=[p.as_param() for p in promises], per_window=True, over_range=False,
+                      include_failed=True, paths=None, window_s=300, fast_factor=14.4, slow_factor=6.0,
+                      ticket_factor=1.0)
+    return table["misfits"][-1].as_py()
+
+
+def _assert_alerts_are_the_grids(ws: Workspace, cube_id: int, promises: list[Promise]) -> None:
+    """evaluate's and burn_alerts' alerts are promise__burn_alerts' (the dense grid) on the windows."""
+    start, end = time_range(ws, cube_id, None, None)
+    tables = evaluate(ws, cube_id, 300, promises, start, end)
+    windows = shares(ws, cube_id, promises, start, end, by_window=True)
+    grid = burn_alerts(ws, cube_id, 300, promises, start, end, windows=windows)
+    pd.testing.assert_frame_equal(tables.windows, windows, check_exact=True)
+    pd.testing.assert_frame_equal(tables.alerts, grid, check_exact=True)
+    pd.testing.assert_frame_equal(burn_alerts(ws, cube_id, 300, promises, start, end), grid, check_exact=True)
+    pd.testing.assert_frame_equal(tables.paths, shares(ws, cube_id, promises, start, end), check_exact=True)
+
+
+def test_alerts_in_the_shares_pass_are_the_dense_grids(ws: Workspace) -> None:
+    """Three paths whose stored windows are consecutive and busy at both ends (idle ones between):
+    the stream is the grid (no misfits), and its alerts are promise__burn_alerts' to the bit; with
+    a hot hour on a so that pages fire and the 1 h range of b reaches back into a."""
+    for k, name in enumerate(["a", "b", "c"]):
+        burst = dict.fromkeys(range(1, 13), (100, 30)) if name == "a" else {}
+        counts = dict.fromkeys(range(1, 25), (50 * (k + 1), k)) | burst | {5: (0, 0), 6: (0, 0)}
+        _scraped(ws, counts, {**V1, "model_name": name, "instance": f"10.0.0.{k + 1}:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    promises = [Promise(ttft_s=0.5), Promise(path="b", ttft_s=0.5, target=0.95)]
+    assert _misfits(ws, cube_id, promises) == 0
+    _assert_alerts_are_the_grids(ws, cube_id, promises)
+    start, end = time_range(ws, cube_id, None, None)
+    assert "firing" in set(evaluate(ws, cube_id, 300, promises, start, end).alerts["page_1h"])
+
+
+@pytest.mark.parametrize("case", ["idle first window", "idle last window", "missing window"])
+def test_alerts_fall_back_to_the_grid_when_the_stream_is_not_it(ws: Workspace, case: str) -> None:
+    """A path whose first or last stored window has no requests, or a window missing from the store
+    (a cube stored before gaps were filled): the stream is not the grid (misfits), and the tables
+    are promise__burn_alerts' on the sorted windows."""
+    a = dict.fromkeys(range(1, 13), (100, 20))
+    b = dict.fromkeys(range(1, 13), (100, 1))
+    if case == "idle first window":
+        b[1] = (0, 0)
+    elif case == "idle last window":
+        a[12] = (0, 0)
+    _scraped(ws, a, {**V1, "model_name": "a"})
+    _scraped(ws, b, {**V1, "model_name": "b", "instance": "10.0.0.2:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    if case == "missing window":
+        ws.con.execute("delete from cube_window_histograms where path = 'b' and window_start = "
+                       "(select min(window_start) + interval 30 minute from cube_window_histograms)")
+    promises = [Promise(ttft_s=0.5)]
+    assert _misfits(ws, cube_id, promises) > 0
+    _assert_alerts_are_the_grids(ws, cube_id, promises)
+
+
+def test_a_scrape_gap_is_stored_as_empty_windows(ws: Workspace) -> None:
+    """Two scrapes missing on b: the store holds a row of NULLs for each window of the gap, so the
+    stream stays the grid (no misfits); the gap counts nothing and the tables are the grid's."""
+    a = dict.fromkeys(range(1, 13), (100, 20))
+    b = {k: (100, 1) for k in range(1, 13) if k not in (6, 7)}
+    _scraped(ws, a, {**V1, "model_name": "a"})
+    _scraped(ws, b, {**V1, "model_name": "b", "instance": "10.0.0.2:8000"})
+    cube_id = ensure_cube(ws, None, 300, None)
+    empty = ws.con.execute("select count(*) from cube_window_histograms where cube_id = $c and path = 'b' "
+                           "and coalesce(ttft_count, ttft_layout, finished) is null", {"c": cube_id}).fetchall()
+    assert empty[0][0] >= 1
+    promises = [Promise(ttft_s=0.5)]
+    assert _misfits(ws, cube_id, promises) == 0
+    _assert_alerts_are_the_grids(ws, cube_id, promises)
 
 
 def test_interval_burns_are_possible_not_firing(ws: Workspace) -> None:

@@ -62,7 +62,8 @@ def bound_ws() -> Iterator[Workspace]:
     # the per-window promise table the burn-rate query reads
     sql.materialize(w.con, "promise__shares", "promise_windows", cube_id=cube_id, start_ts=datetime(2000, 1, 1),
                     end_ts=datetime(2100, 1, 1), promises=DUMMY["STRUCT[]"], per_window=True, over_range=False,
-                    include_failed=True, paths=None)
+                    include_failed=True, paths=None, window_s=60, fast_factor=14.4, slow_factor=6.0,
+                    ticket_factor=1.0)
     yield w
     w.close()
 
@@ -206,8 +207,8 @@ def test_arrow_runs_the_same_without_the_clients_submit(bound_ws: Workspace, mon
     """``sql.arrow`` runs a statement once through the client's submit; through ``con.sql`` (a
     client without it) the table is the same."""
     params = {"cube_id": 1, "start_ts": datetime(2000, 1, 1), "end_ts": datetime(2100, 1, 1),
-              "promises": DUMMY["STRUCT[]"], "per_window": True, "over_range": True, "include_failed": True,
-              "paths": None}
+              "promises": DUMMY["STRUCT[]"], "per_window": True, "over_range": False, "include_failed": True,
+              "paths": None, "window_s": 60, "fast_factor": 14.4, "slow_factor": 6.0, "ticket_factor": 1.0}
     direct = sql.arrow(bound_ws.con, "promise__shares", **params)
     assert direct.num_rows > 0
     monkeypatch.setattr(sql, "_submit", None)

@@ -330,7 +330,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
     try:
         ws.con.execute("set enable_progress_bar = false")
         ws.con.register("bench_cube", table)
-        store_rows(ws.con, 1, "bench_cube")
+        store_rows(ws.con, 1, "bench_cube", WINDOW_S)
         ws.con.unregister("bench_cube")
         spec = {"datasets": [], "window_s": WINDOW_S, "path_labels": ["model_name"], "rules": []}
 

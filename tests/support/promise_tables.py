@@ -43,7 +43,7 @@ def workspace(db: Path) -> Workspace:
         table = data.cube_rows(30, 10, WINDOW_S)
         ws = Workspace(str(db))
         ws.con.register("bench_cube", table)
-        store_rows(ws.con, 1, "bench_cube")
+        store_rows(ws.con, 1, "bench_cube", WINDOW_S)
         ws.con.unregister("bench_cube")
         spec = {"datasets": [], "window_s": WINDOW_S, "path_labels": ["model_name"], "rules": []}
         ws.con.execute("insert into cube_index (cube_key, cube_id, spec) values ('bench', 1, $s)",
