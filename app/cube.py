@@ -107,10 +107,16 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
                     every_series=every_series)
     sql.materialize(con, "cube__run_links", "cube_run_links")
     presorted = bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
-    # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
-    # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
-    sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids, window_s=int(window_s),
-                    dedupe=False, presorted=presorted)
+    # Windows no longer than the scrape interval hold one sample each: each window's row is its
+    # sample's, with no per-window aggregate (a month's 60 s cube is tens of millions of windows)
+    if presorted and sql.rows(con, "cube__sparse_windows", window_s=int(window_s))[0][0]:
+        sql.materialize(con, "cube__series_windows_sparse", "cube_series_windows", dataset_ids=ids,
+                        window_s=int(window_s))
+    else:
+        # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
+        # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
+        sql.materialize(con, "cube__series_windows", "cube_series_windows", dataset_ids=ids,
+                        window_s=int(window_s), dedupe=False, presorted=presorted)
     # the series that repeat an instant, kept for the load's note (the deduplicated pass counts none)
     con.execute("create or replace temp table cube_duplicate_series as "
                 "select distinct series_id from cube_series_windows where duplicates > 0")
