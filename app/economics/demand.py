@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+from numba import njit
 from scipy import optimize, stats
 
 from app import sql
@@ -34,7 +35,7 @@ DEMAND_WINDOW_S = 60
 DEMAND_SIGNALS = ("ttft", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens", "generation_tokens")
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
-SAMPLE_CHUNK = 1 << 18  # requests whose bucket is drawn at once (a [chunk, buckets] comparison)
+SAMPLE_CHUNK = 1 << 18  # requests whose lengths are drawn at once (a dozen temporaries each)
 
 
 @dataclass
@@ -126,21 +127,19 @@ class LengthDistribution:
             cum = np.cumsum(self.local_shares, axis=1)  # per window, not per request: a month is millions
             row = np.clip(windows, 0, len(self.local_shares) - 1)
             u = rng.uniform(size=n)
-            bucket = np.empty(n, dtype=np.int64)
-            for a in range(0, n, SAMPLE_CHUNK):  # [requests, buckets] a chunk at a time
-                part = slice(a, a + SAMPLE_CHUNK)
-                bucket[part] = (u[part, None] > cum[row[part]]).sum(axis=1)
-            bucket = np.minimum(bucket, len(self.shares) - 1)
+            bucket = _buckets_below(u, cum, row, len(self.shares) - 1)
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
         edges = self._edges()
         dist = stats.lognorm(s=self.sigma, scale=math.exp(self.mu))
+        # the fit's CDF at each bucket's edges, once per bucket rather than once per request
+        edge_cdfs = [dist.cdf(e) for e in edges]
         u = rng.uniform(size=n)
         out = np.empty(n, dtype=np.int64)
         for a in range(0, n, SAMPLE_CHUNK):  # a chunk at a time: a dozen temporaries per request
             part = slice(a, a + SAMPLE_CHUNK)
             lower, upper = (e[bucket[part]] for e in edges)
-            lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
+            lo_cdf, hi_cdf = (c[bucket[part]] for c in edge_cdfs)
             # where the fit puts no mass inside the bucket, fall back to uniform inside it
             flat = hi_cdf - lo_cdf < 1e-12
             v = u[part]
@@ -149,6 +148,21 @@ class LengthDistribution:
                 x = np.minimum(lower + self.spread * (x - lower), upper)
             out[part] = np.clip(np.rint(x), 1, self.max_len)
         return out
+
+
+@njit(cache=True)
+def _buckets_below(u: np.ndarray, cum: np.ndarray, row: np.ndarray, last: int) -> np.ndarray:
+    """Per request the number of its window's cumulative shares below its uniform draw (its bucket),
+    at most ``last``: what ``(u[:, None] > cum[row]).sum(axis=1)`` counts, without the [requests,
+    buckets] matrix."""
+    out = np.empty(u.shape[0], dtype=np.int64)
+    for i in range(u.shape[0]):
+        c = 0
+        for x in cum[row[i]]:
+            if u[i] > x:
+                c += 1
+        out[i] = min(c, last)
+    return out
 
 
 @dataclass
