@@ -169,8 +169,7 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
     outcomes, counted in the compiled engine's own rows (no per-request arrays: a month of demand is
     tens of millions of requests)."""
-    trace = _twin_trace(model, demand, traffic, context, seed, requests)
-    sim = simulate(trace, twin_config(model, replicas), seed=seed)
+    trace, sim = simulate_twin(model, demand, replicas, seed, traffic, context, requests)
     return shares_of_rows(sim, demand, trace.path_names, thresholds)
 
 
@@ -197,10 +196,11 @@ def shares_of_rows(sim: Simulated, demand: Demand, names: Sequence[str],
     return out
 
 
-def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, seed: int = 0) -> tuple[Trace, Simulated]:
-    """The compiled run of the observed demand at ``replicas`` (traffic and context x1): its trace
-    and rows, for a caller that reduces the rows itself."""
-    trace = _twin_trace(model, demand, 1.0, 1.0, seed, None)
+def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, seed: int = 0, traffic: float = 1.0,
+                  context: float = 1.0, requests: Mapping[str, np.ndarray] | None = None) -> tuple[Trace, Simulated]:
+    """The compiled run of a scenario (``requests`` as in :func:`run_twin`): its trace and rows, for a
+    caller that reduces the rows itself."""
+    trace = _twin_trace(model, demand, traffic, context, seed, requests)
     return trace, simulate(trace, twin_config(model, replicas), seed=seed)
 
 
