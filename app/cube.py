@@ -91,20 +91,17 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
         con.execute("create or replace temp table cube_duplicate_series as "
                     "select series_id from cube_series_windows where duplicates > 0")
     else:
-        _windows_of_samples(con, ids, window_s, every_series=signals is None)
+        _windows_of_samples(con, ids, window_s)
     sql.materialize(con, "cube__build", "cube_new")
 
 
-def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int,
-                        every_series: bool = True) -> None:
+def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -> None:
     """``cube_series_windows`` (and ``cube_duplicate_series``) from the datasets' samples."""
     # A load stores a file in the order it reads it, and exports come series by series in time order:
     # read in storage order, a series' neighbours are mostly beside it, and only the ends of its runs
     # need a sort (at 10 M samples a few thousand rows instead of all of them: 4x faster). When
     # the runs of a series overlap (exports that interleave or repeat samples), sort every sample.
-    # (a cube of some signals reads only their series' samples: ``every_series`` false)
-    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s),
-                    every_series=every_series)
+    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s))
     sql.materialize(con, "cube__run_links", "cube_run_links")
     presorted = bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
     # Windows no longer than the scrape interval hold one sample each: each window's row is its

@@ -207,8 +207,7 @@ def _windows_presorted_and_sorted(ws: Workspace, window_s: int) -> tuple[bool, p
     cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
     built = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
     # the build leaves the run tables empty: run the pass again to see which way it went
-    sql.materialize(ws.con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s,
-                    every_series=True)
+    sql.materialize(ws.con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s)
     sql.materialize(ws.con, "cube__run_links", "cube_run_links")
     disjoint = ws.con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0]
     sql.materialize(ws.con, "cube__series_windows", "sorted_windows", dataset_ids=ids, window_s=window_s,
