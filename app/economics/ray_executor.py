@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from app.economics.executors import ExecutorError, RunFn
+from app.economics.executors import Affinity, ExecutorError, RunFn
 
 INSTALL_HINT = "pip install 'headroom[ray]'"
 # the package the workers import: this process's own app/ (in a wheel install it holds the bundled
@@ -77,7 +77,8 @@ class RayCluster:
         return f"the Ray cluster at {self.address}"
 
     def run(self, fn: RunFn, context: Any, jobs: Sequence[Hashable],
-            say: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
+            say: Callable[[str], None] | None = None, affinity: Affinity | None = None) -> Iterator[tuple[Any, Any]]:
+        # ``affinity`` is not used: Ray places the tasks (a worker's cache still serves the jobs it gets)
         ray = _import_ray()
         connected_here = not ray.is_initialized()
         if connected_here:

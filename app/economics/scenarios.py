@@ -383,12 +383,17 @@ def _held_bytes(cache: dict[tuple[float, float, int], Any]) -> int:
     return sum(sum(v.nbytes for v in reqs.values()) for reqs in cache.values())
 
 
+def _share(job: _Job) -> tuple[float, float, int]:
+    """What a run shares with others: its synthesized requests (``_run``'s cache key)."""
+    return job.traffic, job.context, job.seed
+
+
 def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], Any]) -> RunShares:
     """One twin run. ``cache`` keeps the last synthesized requests: the runs of a grid row (same
     traffic, context and seed at several N') replay the same requests, one row after another. It holds
     at most ``_REQUESTS_KEPT`` sets and ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are
     hundreds of MB each); the oldest go first."""
-    key = (job.traffic, job.context, job.seed)
+    key = _share(job)
     if key not in cache:
         expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * _REQUEST_BYTES
         while cache and (len(cache) >= _REQUESTS_KEPT or _held_bytes(cache) + expected > _REQUESTS_KEPT_BYTES):
@@ -463,7 +468,7 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
     # counts (a month's set is hundreds of MB: a worker keeps one or two, and seeds taken in turn
     # made every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
-    for job, run in executor.run(_run, analysis, by_cost, say=progress):
+    for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
         if progress:
             progress(f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "

@@ -1,0 +1,54 @@
+"""Local processes with affinity: every job runs once, where the share it needs is held."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from app.economics.executors import LocalProcesses, Placement
+
+
+def _share(job: tuple[str, int]) -> str:
+    return job[0]
+
+
+def _made(context: int, job: tuple[str, int], cache: dict[Any, Any]) -> tuple[int, bool, int]:
+    """The job's value, whether this call made its share (nothing cached for it yet) and its process."""
+    made = job[0] not in cache
+    cache.setdefault(job[0], context)
+    return job[1] * context, made, os.getpid()
+
+
+def _drain(placement: Placement, order: list[int]) -> list[tuple[int, Any]]:
+    """Free workers in ``order`` (a worker listed again has finished its job), their jobs taken."""
+    return [(w, placement.next_job(w)) for w in order]
+
+
+def test_a_worker_keeps_the_share_it_took_then_takes_an_untaken_one() -> None:
+    jobs = [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("c", 1)]
+    p = Placement(jobs, _share, 2)
+    assert _drain(p, [0, 1, 0, 0, 0, 1, 1, 0]) == [
+        (0, ("a", 1)), (1, ("b", 1)), (0, ("a", 2)), (0, ("a", 3)),
+        (0, ("c", 1)),  # a is done: the untaken share, not b's last job (one left: b's worker takes it)
+        (1, ("b", 2)), (1, None), (0, None)]
+
+
+def test_a_free_worker_takes_the_last_job_of_the_longest_share_when_two_are_left() -> None:
+    jobs = [("day", n) for n in (2, 3, 4, 5)]  # the dashboard's grid: one seed, one request set
+    p = Placement(jobs, _share, 2)
+    assert _drain(p, [0, 1, 1, 0, 1]) == [
+        (0, ("day", 2)), (1, ("day", 5)),  # three left: worker 1 makes the set too, from the short end
+        (1, ("day", 3)), (0, ("day", 4)), (1, None)]
+
+
+def test_local_processes_with_affinity_give_every_job_once_and_make_each_share_where_it_runs() -> None:
+    jobs = [(share, n) for share in "abc" for n in range(4)]
+    got = list(LocalProcesses(2).run(_made, 10, jobs, affinity=_share))
+    assert sorted(job for job, _ in got) == sorted(jobs)
+    assert all(value == job[1] * 10 for job, (value, _, _) in got)
+    # a share is made once per process that runs its jobs (its first job there), and never twice in one
+    made = {(job[0], pid) for job, (_, m, pid) in got if m}
+    ran = {(job[0], pid) for job, (_, _, pid) in got}
+    assert made == ran
+    assert sum(m for _, (_, m, _) in got) == len(ran)
+    assert len({pid for _, (_, _, pid) in got}) <= 2 and os.getpid() not in {pid for _, (_, _, pid) in got}
