@@ -6,26 +6,27 @@
 -- @param dataset_id INTEGER  the dataset
 -- @returns n_series BIGINT, n_samples BIGINT, t_min TIMESTAMP, t_max TIMESTAMP, scrape_interval_s DOUBLE
 with
-points as (
-    select series_id, ts from samples where dataset_id = $dataset_id
+totals as (
+    -- one pass over the dataset's samples
+    select count(distinct series_id) as n_series, count(*) as n_samples, min(ts) as t_min, max(ts) as t_max
+    from samples
+    where dataset_id = $dataset_id
 ),
 
 gaps as (
     -- the scrape interval is a median of gaps: 256 series tell it as well as every series does
     select epoch(ts) - epoch(lag(ts) over (partition by series_id order by ts)) as gap_s
     from (
-        select distinct series_id, ts from points
-        where series_id in (select distinct series_id from points order by series_id limit 256)
+        select distinct series_id, ts from samples
+        where dataset_id = $dataset_id and series_id in (
+            select distinct series_id from samples where dataset_id = $dataset_id order by series_id limit 256
+        )
     )
 ),
 
 final as (
-    select
-        (select count(distinct series_id) from points) as n_series,
-        (select count(*) from points) as n_samples,
-        (select min(ts) from points) as t_min,
-        (select max(ts) from points) as t_max,
-        (select median(gap_s) from gaps where gap_s > 0) as scrape_interval_s
+    select n_series, n_samples, t_min, t_max, (select median(gap_s) from gaps where gap_s > 0) as scrape_interval_s
+    from totals
 )
 
 select * from final
