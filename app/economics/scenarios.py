@@ -464,9 +464,9 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
     started = time.perf_counter()
     # longest first (more demand, then fewer replicas: longer queues), so that the last runs to finish
     # are short ones and no worker idles while one long run remains; the runs of one (g, m, seed)
-    # stay together, so that a worker replays the requests it synthesized for their other replica
-    # counts (a month's set is hundreds of MB: a worker keeps one or two, and seeds taken in turn
-    # made every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
+    # stay together and, in local processes, on the worker that synthesized their requests
+    # (``_share``; a month's set is hundreds of MB and seconds to make: seeds taken in turn made
+    # every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
