@@ -33,7 +33,7 @@ def test_a_worker_keeps_the_share_it_took_then_takes_an_untaken_one() -> None:
         (1, ("b", 2)), (1, None), (0, None)]
 
 
-def test_a_free_worker_takes_the_last_job_of_the_longest_share_when_two_are_left() -> None:
+def test_a_free_worker_takes_the_last_job_of_the_share_with_the_most_left() -> None:
     jobs = [("day", n) for n in (2, 3, 4, 5)]  # the dashboard's grid: one seed, one request set
     p = Placement(jobs, _share, 2)
     assert _drain(p, [0, 1, 1, 0, 1]) == [
@@ -52,3 +52,12 @@ def test_local_processes_with_affinity_give_every_job_once_and_make_each_share_w
     assert made == ran
     assert sum(m for _, (_, m, _) in got) == len(ran)
     assert len({pid for _, (_, _, pid) in got}) <= 2 and os.getpid() not in {pid for _, (_, _, pid) in got}
+
+
+def test_a_worker_with_nothing_of_its_own_takes_another_shares_last_job() -> None:
+    p = Placement([("a", 1), ("a", 2), ("a", 3), ("b", 1)], _share, 2)
+    assert _drain(p, [0, 1, 1, 1, 0]) == [
+        (0, ("a", 1)), (1, ("b", 1)),
+        (1, ("a", 3)),  # b is done and nothing is untaken: a's last, a made on worker 1 too
+        (1, ("a", 2)),  # now worker 1's own share
+        (0, None)]
