@@ -292,7 +292,9 @@ def predict(analysis: Analysis, rows: Sequence[PolicyScenario], seeds: int = 3,
     jobs += [_Job(i, 2000, v) for i in sorted(envelope) for v in ("worse", "better")]
     jobs.sort(key=lambda j: (rows[j.row].traffic, j.seed, j.row))
     results: dict[_Job, PolicyRunShares] = {}
-    share = lambda j: (rows[j.row].traffic, j.seed)  # noqa: E731  (_run's cache key)
+    def share(j: _Job) -> tuple[float, int]:  # _run's cache key
+        return rows[j.row].traffic, j.seed
+
     for job, res in (executor or LocalProcesses()).run(_run, (analysis, rows), jobs, say=progress, affinity=share):
         results[job] = res
         if progress:
