@@ -24,12 +24,18 @@
 -- @param dedupe BOOLEAN  first reduce the samples to one per (series, ts) (needed only when duplicates > 0)
 -- @param presorted BOOLEAN  read the kept samples and their neighbours from `cube_sample_runs` and
 --   `cube_run_links` (valid when every series' runs are disjoint) instead of sorting the samples
+-- @param replicas VARCHAR[]  only the series of these replicas (NULL: every series). A label set's
+--   series are of one replica, and a replica's first scrape is its own, so a replica's rows are the
+--   same computed alone: app/cube.py runs a large build a few replicas at a time, each part's
+--   aggregate within DuckDB's memory
 -- @returns series_id UBIGINT, window_start TIMESTAMP, increase DOUBLE, resets BIGINT,
 --   gauge_min DOUBLE, gauge_sum DOUBLE, gauge_n BIGINT, gauge_max DOUBLE, first_counted BOOLEAN,
 --   duplicates BIGINT
 with
 series_meta as (
-    select distinct series_id, kind, suffix, group_id, replica from cube_series
+    select distinct series_id, kind, suffix, group_id, replica
+    from cube_series
+    where $replicas is null or list_contains($replicas, coalesce(replica, ''))
 ),
 
 series_codes as (
@@ -88,7 +94,7 @@ sequenced as (
         case when r.run_end then l.next_us else r.next_us end as next_us
     from cube_sample_runs as r
     left join cube_run_links as l on r.series_id = l.series_id and r.t_us = l.t_us
-    where $presorted
+    where $presorted and ($replicas is null or r.series_id in (select series_id from series_meta))
 ),
 
 bounded as (

@@ -211,7 +211,7 @@ def _windows_presorted_and_sorted(ws: Workspace, window_s: int) -> tuple[bool, p
     sql.materialize(ws.con, "cube__run_links", "cube_run_links")
     disjoint = ws.con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0]
     sql.materialize(ws.con, "cube__series_windows", "sorted_windows", dataset_ids=ids, window_s=window_s,
-                    dedupe=False, presorted=False)
+                    dedupe=False, presorted=False, replicas=None)
     by_sort = ws.con.execute(f"select {cols} from sorted_windows order by series_id, window_start").df()
     return bool(disjoint), built, by_sort
 
@@ -245,6 +245,63 @@ def test_overlapping_runs_fall_back_to_the_sort(fleet: data.FleetInfo, whole: st
         disjoint, built, by_sort = _windows_presorted_and_sorted(ws, 300)
     assert not disjoint
     assert len(built) == len(by_sort)
+
+
+# -- a large build, a few replicas at a time ---------------------------------------------------------------
+def test_replica_parts_first_fit_largest_first() -> None:
+    from app.cube import replica_parts
+
+    kept = [("a", 5), ("b", 9), ("c", 3), ("d", 4), ("huge", 30), ("e", 1)]
+    parts = replica_parts(kept, 10)
+    assert parts == [["huge"], ["b", "e"], ["a", "d"], ["c"]]
+    assert sorted(r for p in parts for r in p) == sorted(r for r, _ in kept)
+    assert replica_parts([("x", 3)], 10) == [["x"]]
+    assert replica_parts([], 10) == []
+
+
+@pytest.mark.parametrize("case", ["series by series", "shuffled rows", "overlapping exports"])
+def test_a_build_in_replica_parts_is_the_whole_build(fleet: data.FleetInfo, whole: str, tmp_path: Path,
+                                                     case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``WINDOWS_PART_SAMPLES`` kept samples the series windows are computed a few replicas at a
+    time: the same rows, bit for bit, through the streaming pass, the sort and the deduplicated pass."""
+    from app import cube, sql
+
+    files = [whole]
+    if case == "shuffled rows":
+        files = [str(tmp_path / "shuffled.parquet")]
+        pd.read_parquet(whole).sample(frac=1.0, random_state=3).to_parquet(files[0], index=False)
+    elif case == "overlapping exports":
+        files = [whole, fleet.paths[1]]
+    cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
+    with Workspace(":memory:") as ws:
+        for f in files:
+            assert load.load_file(ws, Path(f)).status == "loaded"
+        ids = ws.dataset_ids()
+
+        def build() -> tuple[pd.DataFrame, pd.DataFrame]:
+            cube.build_into_temp(ws.con, ids, 300, ["model_name"])
+            windows = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
+            built = ws.con.execute("select * from cube_new").df()
+            return windows, built.sort_values(list(built.columns[:6]), ignore_index=True)
+
+        whole_windows, whole_cube = build()
+        parts_run: list[list[str] | None] = []
+        insert_into = sql.insert_into
+
+        def counted(con: object, name: str, table: str, **params: object) -> None:
+            parts_run.append(params.get("replicas"))  # type: ignore[arg-type]
+            insert_into(con, name, table, **params)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(cube, "WINDOWS_PART_SAMPLES", 0)  # every replica a part of its own
+        monkeypatch.setattr(cube.sql, "insert_into", counted)
+        parted_windows, parted_cube = build()
+        duplicates = ws.con.execute("select count(*) from cube_duplicate_series").fetchone()[0]
+    # the parts after each pass's first (3 replicas): one pass, or two when exports repeat samples
+    assert (duplicates > 0) == (case == "overlapping exports")
+    assert len(parts_run) == 2 * (2 if duplicates else 1)
+    assert all(p is not None and len(p) == 1 for p in parts_run)
+    pd.testing.assert_frame_equal(parted_windows, whole_windows, check_exact=True)
+    pd.testing.assert_frame_equal(parted_cube, whole_cube, check_exact=False, rtol=1e-12)
 
 
 # -- a cube of some signals --------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ def _both(ws: Workspace, window_s: int) -> tuple[bool, pd.DataFrame, pd.DataFram
     sql.materialize(con, "cube__run_links", "cube_run_links")
     assert con.execute("select bool_and(disjoint) from cube_run_links").fetchone()[0]
     sparse = bool(sql.rows(con, "cube__sparse_windows", window_s=window_s)[0][0])
-    general = sql.df(con, "cube__series_windows", dataset_ids=ids, window_s=window_s, dedupe=False, presorted=True)
+    general = sql.df(con, "cube__series_windows", dataset_ids=ids, window_s=window_s, dedupe=False, presorted=True,
+                     replicas=None)
     by_sample = sql.df(con, "cube__series_windows_sparse", dataset_ids=ids, window_s=window_s)
     return sparse, _sorted(general), _sorted(by_sample)
 
