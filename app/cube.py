@@ -107,25 +107,26 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
     # Windows no longer than the scrape interval hold one sample each: each window's row is its
     # sample's, with no per-window aggregate (a month's 60 s cube is tens of millions of windows)
     if presorted and sql.rows(con, "cube__sparse_windows", window_s=int(window_s))[0][0]:
-        sql.materialize(con, "cube__series_windows_sparse", "cube_series_windows", dataset_ids=ids,
-                        window_s=int(window_s))
+        _series_windows(con, "cube__series_windows_sparse", dataset_ids=ids, window_s=int(window_s))
     else:
         # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
         # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
-        _series_windows(con, ids, window_s, dedupe=False, presorted=presorted)
+        _series_windows(con, "cube__series_windows", dataset_ids=ids, window_s=int(window_s), dedupe=False,
+                        presorted=presorted)
     # the series that repeat an instant, kept for the load's note (the deduplicated pass counts none)
     con.execute("create or replace temp table cube_duplicate_series as "
                 "select distinct series_id from cube_series_windows where duplicates > 0")
     duplicates = con.execute("select count(*) from cube_duplicate_series").fetchone()[0]
     if duplicates:
-        _series_windows(con, ids, window_s, dedupe=True, presorted=False)
+        _series_windows(con, "cube__series_windows", dataset_ids=ids, window_s=int(window_s), dedupe=True,
+                        presorted=False)
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
 
 
-# Kept samples per part of a large build's ``cube__series_windows``. Its per-window aggregate spills
-# past DuckDB's memory limit when it holds tens of millions of series windows: the month's 64.8 M
-# kept samples of 8 replicas took 84.5 s in one statement and 47 s a replica at a time (8.1 M kept
-# samples, 5.8 s each, at the default 3 GB); four replicas at once, 42 s.
+# Kept samples per part of a large build's series windows. Over tens of millions of them the
+# statement spills past DuckDB's memory limit (default 3 GB): on the month's 8 replicas the 5-minute
+# pass took 84.5 s in one statement and 45 s a replica at a time (8.1 M kept samples, 4.7 to 6.1 s
+# each; four replicas at once, 42 s), the demand's 60 s sparse pass 27.0 s against 9.2 s.
 WINDOWS_PART_SAMPLES = 8_000_000
 
 
@@ -143,21 +144,19 @@ def replica_parts(kept: Sequence[tuple[str, int]], part_samples: int) -> list[li
     return [members for _, members in parts]
 
 
-def _series_windows(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int, *, dedupe: bool,
-                    presorted: bool) -> None:
-    """``cube_series_windows`` in one statement, or a few replicas at a time when the kept samples
-    exceed ``WINDOWS_PART_SAMPLES`` (a replica's rows do not depend on the other replicas)."""
+def _series_windows(con: duckdb.DuckDBPyConnection, query: str, **params: object) -> None:
+    """``cube_series_windows`` from ``query`` (``cube__series_windows`` or its sparse form) in one
+    statement, or a few replicas at a time when the kept samples exceed ``WINDOWS_PART_SAMPLES`` (a
+    replica's rows do not depend on the other replicas)."""
     kept = [(str(r), int(n)) for r, n in sql.rows(con, "cube__replica_kept_samples")]
     parts: list[list[str] | None] = [None]
     if sum(n for _, n in kept) > WINDOWS_PART_SAMPLES and len(kept) > 1:
         parts = list(replica_parts(kept, WINDOWS_PART_SAMPLES))
     for k, part in enumerate(parts):
-        params = {"dataset_ids": ids, "window_s": int(window_s), "dedupe": dedupe, "presorted": presorted,
-                  "replicas": part}
         if k == 0:
-            sql.materialize(con, "cube__series_windows", "cube_series_windows", **params)
+            sql.materialize(con, query, "cube_series_windows", **params, replicas=part)
         else:
-            sql.insert_into(con, "cube__series_windows", "cube_series_windows", **params)
+            sql.insert_into(con, query, "cube_series_windows", **params, replicas=part)
 
 
 def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,

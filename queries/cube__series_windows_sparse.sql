@@ -15,6 +15,8 @@
 -- reads: cube_run_links, cube_sample_runs, cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include
 -- @param window_s INTEGER  window length in seconds (60 to 86400)
+-- @param replicas VARCHAR[]  only the series of these replicas (NULL: every series), as in
+--   cube__series_windows
 -- @returns series_id UBIGINT, window_start TIMESTAMP, increase DOUBLE, resets BIGINT,
 --   gauge_min DOUBLE, gauge_sum DOUBLE, gauge_n BIGINT, gauge_max DOUBLE, first_counted BOOLEAN,
 --   duplicates BIGINT
@@ -22,6 +24,7 @@ with
 series_codes as (
     select distinct series_id, group_id, replica
     from cube_series
+    where $replicas is null or list_contains($replicas, coalesce(replica, ''))
 ),
 
 points as (

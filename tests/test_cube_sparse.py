@@ -35,7 +35,7 @@ def _both(ws: Workspace, window_s: int) -> tuple[bool, pd.DataFrame, pd.DataFram
     sparse = bool(sql.rows(con, "cube__sparse_windows", window_s=window_s)[0][0])
     general = sql.df(con, "cube__series_windows", dataset_ids=ids, window_s=window_s, dedupe=False, presorted=True,
                      replicas=None)
-    by_sample = sql.df(con, "cube__series_windows_sparse", dataset_ids=ids, window_s=window_s)
+    by_sample = sql.df(con, "cube__series_windows_sparse", dataset_ids=ids, window_s=window_s, replicas=None)
     return sparse, _sorted(general), _sorted(by_sample)
 
 
@@ -136,3 +136,35 @@ def test_any_counter_scraped_at_least_a_window_apart_gives_the_aggregates_rows(
         sparse, general, by_sample = _both(ws, 60)
         assert sparse
         _assert_same(general, by_sample)
+
+
+def test_the_sample_by_sample_pass_in_replica_parts_is_the_whole_pass(fleet: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``WINDOWS_PART_SAMPLES`` kept samples the sparse pass runs a replica at a time too: the
+    same series windows and the same cube, bit for bit (a replica's rows are its own)."""
+    from app import cube
+
+    def build() -> tuple[pd.DataFrame, pd.DataFrame]:
+        with Workspace(":memory:") as ws:
+            assert load_file(ws, fleet).status == "loaded"
+            cube.build_into_temp(ws.con, ws.dataset_ids(), 60, ["model_name"])
+            windows = ws.con.execute("from cube_series_windows order by series_id, window_start").df()
+            built = ws.con.execute("from cube_new order by all").df()
+            return windows, built
+
+    whole = build()
+    parts: list[object] = []
+    real = sql.insert_into
+
+    def counted(con, name, table, **params):  # type: ignore[no-untyped-def]
+        if "replicas" in params:
+            parts.append((name, params["replicas"]))
+        real(con, name, table, **params)
+
+    monkeypatch.setattr(cube, "WINDOWS_PART_SAMPLES", 1)  # every replica a part of its own
+    monkeypatch.setattr(sql, "insert_into", counted)
+    parted = build()
+    # 3 replicas: 2 parts after the first, in the load's 300 s summary cube and in the 60 s one
+    assert [name for name, _ in parts] == ["cube__series_windows"] * 2 + ["cube__series_windows_sparse"] * 2
+    for a, b in zip(whole, parted, strict=True):
+        _assert_same(a, b)
