@@ -106,20 +106,21 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
     presorted = bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
     # Windows no longer than the scrape interval hold one sample each: each window's row is its
     # sample's, with no per-window aggregate (a month's 60 s cube is tens of millions of windows)
+    parts = _replica_parts(con)
     if presorted and sql.rows(con, "cube__sparse_windows", window_s=int(window_s))[0][0]:
-        _series_windows(con, "cube__series_windows_sparse", dataset_ids=ids, window_s=int(window_s))
+        _series_windows(con, "cube__series_windows_sparse", parts, dataset_ids=ids, window_s=int(window_s))
     else:
         # Samples are unique per (series, time) unless several exports overlap (or one repeats itself):
         # the query counts such duplicates as it goes, and only then runs again on deduplicated samples.
-        _series_windows(con, "cube__series_windows", dataset_ids=ids, window_s=int(window_s), dedupe=False,
-                        presorted=presorted)
+        _series_windows(con, "cube__series_windows", parts, dataset_ids=ids, window_s=int(window_s),
+                        dedupe=False, presorted=presorted)
     # the series that repeat an instant, kept for the load's note (the deduplicated pass counts none)
     con.execute("create or replace temp table cube_duplicate_series as "
                 "select distinct series_id from cube_series_windows where duplicates > 0")
     duplicates = con.execute("select count(*) from cube_duplicate_series").fetchone()[0]
     if duplicates:
-        _series_windows(con, "cube__series_windows", dataset_ids=ids, window_s=int(window_s), dedupe=True,
-                        presorted=False)
+        _series_windows(con, "cube__series_windows", parts, dataset_ids=ids, window_s=int(window_s),
+                        dedupe=True, presorted=False)
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
 
 
@@ -144,14 +145,20 @@ def replica_parts(kept: Sequence[tuple[str, int]], part_samples: int) -> list[li
     return [members for _, members in parts]
 
 
-def _series_windows(con: duckdb.DuckDBPyConnection, query: str, **params: object) -> None:
-    """``cube_series_windows`` from ``query`` (``cube__series_windows`` or its sparse form) in one
-    statement, or a few replicas at a time when the kept samples exceed ``WINDOWS_PART_SAMPLES`` (a
-    replica's rows do not depend on the other replicas)."""
+def _replica_parts(con: duckdb.DuckDBPyConnection) -> list[list[str] | None]:
+    """The parts of the series-window pass over ``cube_sample_runs``: ``[None]`` (every series at once)
+    unless the kept samples exceed ``WINDOWS_PART_SAMPLES``, else groups of replicas (a replica's rows
+    do not depend on the other replicas)."""
     kept = [(str(r), int(n)) for r, n in sql.rows(con, "cube__replica_kept_samples")]
-    parts: list[list[str] | None] = [None]
     if sum(n for _, n in kept) > WINDOWS_PART_SAMPLES and len(kept) > 1:
-        parts = list(replica_parts(kept, WINDOWS_PART_SAMPLES))
+        return list(replica_parts(kept, WINDOWS_PART_SAMPLES))
+    return [None]
+
+
+def _series_windows(con: duckdb.DuckDBPyConnection, query: str, parts: Sequence[list[str] | None],
+                    **params: object) -> None:
+    """``cube_series_windows`` from ``query`` (``cube__series_windows`` or its sparse form), one
+    statement per part of ``_replica_parts``."""
     for k, part in enumerate(parts):
         if k == 0:
             sql.materialize(con, query, "cube_series_windows", **params, replicas=part)
