@@ -30,7 +30,15 @@ from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.fleet import run_fleet
 from app.simulator.records import run_arrays
 from app.simulator.trace import generate_trace, scale_context, scale_traffic
-from app.simulator.twin_engine import run_fleet_compiled, unsupported
+from app.simulator.twin_engine import (
+    RING_ROWS,
+    Counting,
+    breach_counts,
+    run_fleet_compiled,
+    simulate,
+    unsupported,
+    view_counts,
+)
 from app.store import Workspace
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "metrics.parquet"
@@ -194,3 +202,33 @@ def test_the_residual_views_in_local_processes_are_those_of_this_process(
     assert [v.joint_share for v in there] == [v.joint_share for v in here]
     assert [v.itl_mean_s for v in there] == [v.itl_mean_s for v in here]
     assert here[0].joint_share != here[1].joint_share  # two seeds, two runs
+
+
+@pytest.mark.parametrize("name", ["overloaded pair, queues", "tight KV, preemptions", "power of two",
+                                  "small budget, no reservation, watermark, batch squared"])
+def test_a_counted_run_counts_what_the_full_rows_count(name: str) -> None:
+    """A counted run keeps a ring of rows and counts each request when its row is taken again; a ring
+    of 4 rows doubles many times (moving requests queued, prefilling and in a planned step). Its
+    counts are ``breach_counts`` and ``view_counts`` of the full run's rows, to the integer, and its
+    gauges the same."""
+    replicas, router, traffic, context, engine, step = CASES[name]
+    trace = _trace(1.0, traffic, context)
+    config = FleetConfig(replicas=replicas, router=router, engine=engine, step=step, scrape_interval_s=60.0)
+    ttft, tpot = np.array([0.4, 3.0]), np.array([0.03, np.nan])
+    t_lo, t_hi, window, n_windows = 600.0, 600.0 + 3000.0, 60.0, 50
+    counting = Counting(ttft_s=ttft, tpot_s=tpot, t_lo=t_lo, t_hi=t_hi, window_s=window, n_windows=n_windows,
+                        origin=123.0, view_window_s=window, n_view=n_windows)
+    full = simulate(trace, config, seed=5)
+    assert full.rows is not None
+    totals, windows = breach_counts(full.rows, ttft, tpot, t_lo, t_hi, window, n_windows)
+    per_path, decode, counts = view_counts(full.rows, t_lo, t_hi, window, 123.0, n_windows, replicas, 2)
+    for ring in (4, RING_ROWS):
+        got = simulate(trace, config, seed=5, counting=counting, ring_rows=ring)
+        assert got.rows is None and got.counts is not None
+        c = got.counts
+        for mine, want in ((c.totals, totals), (c.windows, windows), (c.per_path, per_path), (c.decode, decode),
+                           (c.counts, counts)):
+            assert mine.dtype == want.dtype and np.array_equal(mine, want), (name, ring)
+        assert np.array_equal(got.gauges, full.gauges)
+        assert (got.enlarged > 3) == (ring == 4), got.enlarged
+    assert totals[:, 1].sum() > 0 and totals[:, 2].sum() > 500  # breaches, and many requests counted

@@ -34,10 +34,9 @@ import pandas as pd
 
 from app.economics.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
 from app.economics.demand import Demand
-from app.economics.replay import WARMUP_S, Thresholds, shares_of_rows, simulate_twin, twin_config
+from app.economics.replay import WARMUP_S, Thresholds, shares_of_counts, simulate_twin, twin_config
 from app.simulator.config import ROUTERS
 from app.simulator.records import US
-from app.simulator.twin_engine import view_counts
 
 ROUNDS = 6
 TOLERANCE = 0.01  # stop when every fitted quantity moved by less than 1 %
@@ -175,11 +174,11 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
     """One twin run reduced in the engine's rows (``view_counts``, ``breach_counts``): a month's run
     never becomes per-request arrays. Counts and sums are of whole microseconds, as the arrays hold
     them, so the means equal theirs up to the order of a float sum."""
-    trace, sim = simulate_twin(model, demand, replicas, seed=seed)
+    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed)
+    assert sim.counts is not None
     names = trace.path_names
     n_min = _minutes(demand)
-    per_path, decode, counts = view_counts(sim.rows, WARMUP_S, WARMUP_S + demand.duration_s, float(demand.window_s),
-                                           float(demand.origin), n_min, replicas, len(names))
+    per_path, decode, counts = sim.counts.per_path, sim.counts.decode, sim.counts.counts
     # the twin's gauges at its 60 s grid; grid point g is the end of demand minute g - WARMUP_S / 60 - 1
     offset = int(round(WARMUP_S / demand.window_s))
     n_grid = sim.gauges.shape[1] - 1
@@ -188,7 +187,7 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
     per_min[: gauges.shape[1]] = gauges.mean(axis=0)
     engine = twin_config(model, replicas).engine
     blocks_tokens = engine.num_gpu_blocks * engine.block_size
-    shares = shares_of_rows(sim, demand, names, thresholds)
+    shares = shares_of_counts(sim, names, thresholds)
     first_n, done_n = int(per_path[:, 0].sum()), int(per_path[:, 2].sum())
     ttft_mean = per_path[:, 1].sum() / US / first_n if first_n else math.nan
     queue_mean = per_path[:, 3].sum() / US / done_n if done_n else math.nan

@@ -23,7 +23,7 @@ from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.fleet import FleetRun
 from app.simulator.records import NO_TIME, run_arrays
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
-from app.simulator.twin_engine import Simulated, breach_counts, run_fleet_compiled, simulate
+from app.simulator.twin_engine import Counting, Simulated, run_fleet_compiled, simulate
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 
@@ -167,21 +167,17 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
            traffic: float = 1.0, context: float = 1.0, seed: int = 0,
            requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
-    outcomes, counted in the compiled engine's own rows (no per-request arrays: a month of demand is
-    tens of millions of requests)."""
-    trace, sim = simulate_twin(model, demand, replicas, seed, traffic, context, requests)
-    return shares_of_rows(sim, demand, trace.path_names, thresholds)
+    outcomes, counted by the compiled engine as each request finishes (no row per request: a month of
+    demand is tens of millions of requests)."""
+    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed, traffic, context, requests)
+    return shares_of_counts(sim, trace.path_names, thresholds)
 
 
-def shares_of_rows(sim: Simulated, demand: Demand, names: Sequence[str],
-                   thresholds: Mapping[str, Thresholds]) -> RunShares:
-    """:func:`shares_of` of a compiled run, counted in its rows (``breach_counts``)."""
+def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[str, Thresholds]) -> RunShares:
+    """:func:`shares_of` of a counted run (``breach_counts`` of its rows)."""
+    assert sim.counts is not None, "a counted run (simulate_twin)"
+    totals, windows = sim.counts.totals, sim.counts.windows
     nan = math.nan
-    ttft = np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float)
-    tpot = np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float)
-    n_windows = int(round(demand.duration_s / demand.window_s))
-    totals, windows = breach_counts(sim.rows, ttft, tpot, WARMUP_S, WARMUP_S + demand.duration_s,
-                                    demand.window_s, n_windows)
     out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim.sim_seconds)
     for k, name in enumerate(names):
         if thresholds.get(name) is None:
@@ -196,12 +192,21 @@ def shares_of_rows(sim: Simulated, demand: Demand, names: Sequence[str],
     return out
 
 
-def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, seed: int = 0, traffic: float = 1.0,
-                  context: float = 1.0, requests: Mapping[str, np.ndarray] | None = None) -> tuple[Trace, Simulated]:
-    """The compiled run of a scenario (``requests`` as in :func:`run_twin`): its trace and rows, for a
-    caller that reduces the rows itself."""
+def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+                  seed: int = 0, traffic: float = 1.0, context: float = 1.0,
+                  requests: Mapping[str, np.ndarray] | None = None) -> tuple[Trace, Simulated]:
+    """The compiled run of a scenario (``requests`` as in :func:`run_twin`), counted over the export's
+    range as it runs (``twin_engine.Counting``: breaches by ``thresholds`` per window, and what
+    ``calibration.twin_view`` reads per minute), for a caller that reduces the counts itself."""
     trace = _twin_trace(model, demand, traffic, context, seed, requests)
-    return trace, simulate(trace, twin_config(model, replicas), seed=seed)
+    names = trace.path_names
+    counting = Counting(
+        ttft_s=np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float),
+        tpot_s=np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float),
+        t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s),
+        n_windows=int(round(demand.duration_s / demand.window_s)), origin=float(demand.origin),
+        view_window_s=float(demand.window_s), n_view=int(round(demand.duration_s / demand.window_s)))
+    return trace, simulate(trace, twin_config(model, replicas), seed=seed, counting=counting)
 
 
 def _th(thresholds: Mapping[str, Thresholds], name: str, key: str) -> float:

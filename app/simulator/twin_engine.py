@@ -51,6 +51,7 @@ REQUEST = np.dtype([
     ("ran", "i4"), ("prompt", "i4"), ("target", "i4"), ("gen", "i4"), ("q", "i4"), ("pf", "i4"), ("npre", "i4"),
     ("nxt", "i4"), ("prv", "i4"), ("pf_nxt", "i4"), ("pf_prv", "i4"),
     ("replica", "i2"), ("path", "i2"), ("reason", "i1"), ("flags", "i1"), ("hits_max", "i1"),
+    ("id", "i8"),  # the request a row holds (-1: none); a counted run reuses the rows of finished ones
 ])
 
 REPLICA = np.dtype([
@@ -64,8 +65,9 @@ REPLICA = np.dtype([
 ], align=True)
 
 # engine limits, in an int64 array: block size, blocks, max_num_seqs, token budget, reserve full prompt,
-# blocks an admission leaves free; step-time coefficients in a float64 array
-BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM = range(6)
+# blocks an admission leaves free, and the row mask (request id & mask is its row: -1 when every request
+# has a row of its own, ring size - 1 in a counted run); step-time coefficients in a float64 array
+BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK = range(7)
 A, B, B2, C, D, E = range(6)
 
 
@@ -137,7 +139,8 @@ def _pf_del(rq, rp, r, i):
     rp[r].n_pf -= 1
 
 
-# -- the finish heap: rows (finish step, request, q), ordered as Python orders the tuples ------------
+# -- the finish heap: rows (finish step, request id, q), ordered as Python orders the tuples ---------
+# (an entry whose row holds another request, or the request with another q, is stale)
 @njit(cache=True, error_model="numpy")
 def _less(h, r, x, y):
     if h[r, x, 0] != h[r, y, 0]:
@@ -213,7 +216,7 @@ def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     rq[i].q = q
     ncls[r, (q - 1) % ip[BS]] += 1
     rp[r].sum_q += q
-    return _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, i, q)
+    return _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, rq[i].id, q)
 
 
 @njit(cache=True, error_model="numpy")
@@ -242,9 +245,10 @@ def _pop_finishes(rq, rp, ncls, h, ip, r):
     S = rp[r].S
     bs = ip[BS]
     while rp[r].heap_n > 0 and h[r, 0, 0] <= S:
-        fs, i, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
+        fs, j, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
         _heap_pop(h, rp, r)
-        if not (rq[i].flags & DEC and rq[i].q == q) or fs != S:
+        i = j & ip[MASK]
+        if not (rq[i].id == j and rq[i].flags & DEC and rq[i].q == q) or fs != S:
             continue
         rq[i].flags &= ~DEC
         rp[r].n_dec -= 1
@@ -323,8 +327,9 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
 def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     S, bs = rp[r].S, ip[BS]
     while rp[r].heap_n > 0:
-        fs, i, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
-        if (rq[i].flags & DEC and rq[i].q == q) and fs >= S:
+        fs, j, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
+        i = j & ip[MASK]
+        if (rq[i].id == j and rq[i].flags & DEC and rq[i].q == q) and fs >= S:
             break
         _heap_pop(h, rp, r)
     n = rp[r].n_dec
@@ -634,15 +639,48 @@ def _peek_gauges(rp, prefix, ip, r, t, out, g):
 
 
 @njit(cache=True, error_model="numpy")
-def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a, pick_b, dt, horizon):
+def _new_row(rq, s, i, arrival, prompt, target, path, hits_max):
+    """Row ``s`` holds request ``i`` of the trace, as it is before its arrival (the Python engine's
+    engine arrival, operation for operation: + frontend_s + per token x prompt, both 0 here)."""
+    rq[s].arrival = arrival[i] + 0.0
+    rq[s].sched = np.nan
+    rq[s].first = np.nan
+    rq[s].finish = np.nan
+    rq[s].lag = np.nan
+    rq[s].prompt = prompt[i]
+    rq[s].target = target[i]
+    rq[s].path = path[i]
+    rq[s].hits_max = hits_max[i]
+    rq[s].gen = 0
+    rq[s].q = 0
+    rq[s].npre = 0
+    rq[s].flags = 0
+    rq[s].ran = -1
+    rq[s].reason = -1
+    rq[s].replica = -1
+    rq[s].pf = -1
+    rq[s].nxt = -1
+    rq[s].prv = -1
+    rq[s].pf_nxt = -1
+    rq[s].pf_prv = -1
+    rq[s].id = i
+
+
+@njit(cache=True, error_model="numpy")
+def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router,
+         pick_a, pick_b, dt, horizon, at, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
     """The fleet loop of ``fleet.run_fleet`` without restarts, drained: route each request at its
-    arrival (every replica advanced to that time first), read the gauges at each grid point."""
+    arrival (every replica advanced to that time first), read the gauges at each grid point.
+
+    Request i takes row ``i & ip[MASK]``. In a counted run (a ring of rows) a finished request's row
+    is counted (``_count_row``) when a later request takes it; when the row's request is still in
+    the engine, the loop returns ``(h, False)`` with its place in ``at`` (request, grid point, next
+    router start) for the caller to enlarge the ring and call again. ``(h, True)``: drained."""
     n_rep, n_grid = rp.shape[0], gauges.shape[1] - 1
-    gi = 1
-    nxt = 0
-    n = rq.shape[0]
-    for i in range(n + 1):
-        tau = rq[i].arrival if i < n else horizon
+    gi, nxt = at[1], at[2]
+    n = arrival.shape[0]
+    for i in range(at[0], n + 1):
+        tau = arrival[i] + 0.0 if i < n else horizon
         while gi < n_grid and gi * dt <= tau:
             tg = gi * dt
             h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tg)
@@ -652,6 +690,13 @@ def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a,
         h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau)
         if i == n:
             break
+        s = i & ip[MASK]
+        if rq[s].id >= 0:  # a counted run's ring: the row of an earlier request
+            if rq[s].reason < 0:
+                at[0], at[1], at[2] = i, gi, nxt
+                return h, False
+            _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
+        _new_row(rq, s, i, arrival, prompt, target, path, hits_max)
         start = nxt
         nxt = (start + 1) % n_rep
         if router == 0:  # least outstanding: the first of the least loaded in rotating order
@@ -674,11 +719,12 @@ def _run(rq, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, pick_a,
             la = rp[a].n_inbox + rp[a].n_wait + rp[a].n_run
             lb = rp[b].n_inbox + rp[b].n_wait + rp[b].n_run
             choice = a if la <= lb else b
-        _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, i)
+        _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, s)
     for r in range(n_rep):
         while rp[r].plan_end < INF:
             h = _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
-    return h
+    at[0], at[1], at[2] = n, gi, nxt
+    return h, True
 
 
 # -- the router's random draws -----------------------------------------------------------------------
@@ -795,55 +841,171 @@ def unsupported(trace: Trace, config: FleetConfig) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Counting:
+    """What a counted run counts (the arguments of :func:`breach_counts` and :func:`view_counts`):
+    per path thresholds (NaN: not promised), the range [t_lo, t_hi), the breach windows and the
+    view's windows (``view_counts``' origin, width and count)."""
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    t_lo: float
+    t_hi: float
+    window_s: float
+    n_windows: int
+    origin: float
+    view_window_s: float
+    n_view: int
+
+
+@dataclass
+class Counts:
+    """A counted run's counts: ``breach_counts``' (totals, windows) and ``view_counts``' (per_path,
+    decode, counts)."""
+
+    totals: np.ndarray
+    windows: np.ndarray
+    per_path: np.ndarray
+    decode: np.ndarray
+    counts: np.ndarray
+
+
 @dataclass
 class Simulated:
-    """A compiled run: the request rows (``REQUEST``), the gauges per replica and grid point, its wall time."""
+    """A compiled run: the request rows (``REQUEST``; None in a counted run, which keeps its
+    ``counts`` instead), the gauges per replica and grid point, its wall time, and how many times a
+    counted run enlarged its ring of rows."""
 
-    rows: np.ndarray
+    rows: np.ndarray | None
     gauges: np.ndarray
     sim_seconds: float
+    counts: Counts | None = None
+    enlarged: int = 0
 
 
-def simulate(trace: Trace, config: FleetConfig, seed: int = 0) -> Simulated:
-    """Run ``trace`` on the fleet, compiled (see :func:`unsupported` for what it does not model)."""
+# a counted run's first ring of rows: a replica holds at most max_num_seqs requests running plus its
+# queue, so 65,536 rows (about 6 MB) hold the requests in flight at once on any fleet short of an
+# overload; a ring that meets a request still in flight doubles
+RING_ROWS = 1 << 16
+_HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail")
+
+
+def free_rows(n: int) -> np.ndarray:
+    """``n`` request rows holding no request."""
+    rq = np.zeros(n, dtype=REQUEST)
+    rq["id"] = -1
+    return rq
+
+
+def new_replicas(n_rep: int) -> np.ndarray:
+    """``n_rep`` idle replicas."""
+    rp = np.zeros(n_rep, dtype=REPLICA)
+    rp["plan"] = IDLE
+    rp["plan_end"] = INF
+    for name in _HEADS:
+        rp[name] = -1
+    return rp
+
+
+def engine_arrays(config: FleetConfig, mask: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's limits (``ip``, with the row ``mask``) and step-time coefficients (``fp``)."""
+    eng, st = config.engine, config.step
+    ip = np.array([eng.block_size, eng.num_gpu_blocks, eng.max_num_seqs, eng.max_num_batched_tokens,
+                   int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks), mask],
+                  dtype=np.int64)
+    fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
+                   st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
+    return ip, fp
+
+
+def _enlarged(rq: np.ndarray, rp: np.ndarray, st_dec: np.ndarray, st_pf: np.ndarray, ip: np.ndarray,
+              sink: tuple[np.ndarray, ...]) -> np.ndarray:
+    """A counted run's ring, twice as large: the finished requests counted, the others moved to row
+    ``id & (size - 1)`` and every reference to a row (the lists, the planned step) moved with them."""
+    _count_rows(rq, True, *sink)
+    size = 2 * len(rq)
+    held = rq["id"] >= 0
+    row = np.where(held, rq["id"] & (size - 1), -1)  # old row -> new row
+
+    def moved(v: np.ndarray) -> np.ndarray:
+        return np.where(v >= 0, row[np.maximum(v, 0)], -1)
+
+    out = free_rows(size)
+    rows = rq[held]
+    for name in ("nxt", "prv", "pf_nxt", "pf_prv"):
+        rows[name] = moved(rows[name])
+    out[row[held]] = rows
+    for name in _HEADS:
+        rp[name] = moved(rp[name])
+    for r in np.flatnonzero(rp["plan"] == STEP):  # the step a replica has planned runs these rows
+        n_dec, n_pf = int(rp["st_ndec"][r]), int(rp["st_npf"][r])
+        if n_dec > 0:
+            st_dec[r, :n_dec] = moved(st_dec[r, :n_dec])
+        if n_pf > 0:
+            st_pf[r, :n_pf, 0] = moved(st_pf[r, :n_pf, 0])
+    ip[MASK] = size - 1
+    return out
+
+
+def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Counting | None = None,
+             ring_rows: int = RING_ROWS) -> Simulated:
+    """Run ``trace`` on the fleet, compiled (see :func:`unsupported` for what it does not model).
+
+    With ``counting``, the run keeps no row per request: its rows are a ring (``ring_rows``, a power
+    of two, doubled when it meets a request still in flight) and each finished request is counted
+    as ``breach_counts`` and ``view_counts`` count it when its row is taken again, so a month of
+    demand holds the requests in flight, not tens of millions of rows. The counts are those of the
+    full run's rows: the same requests, times and integer sums."""
     why = unsupported(trace, config)
     if why is not None:
         raise ValueError(f"the compiled twin engine does not model {why}")
     wall = time.perf_counter()
-    eng, st = config.engine, config.step
+    eng = config.engine
     dt = config.scrape_interval_s
     n_grid = int(math.floor(trace.duration_s / dt + 1e-9)) + 1
     n_rep = config.replicas
-    rq = np.zeros(len(trace.arrival_s), dtype=REQUEST)
-    # the Python engine's engine arrival, operation for operation: + frontend_s + per token x prompt,
-    # both 0 here (``unsupported``), so + 0.0, in place (a month is tens of millions of rows)
-    rq["arrival"] = trace.arrival_s
-    rq["arrival"] += 0.0
-    for name in ("sched", "first", "finish", "lag"):
-        rq[name] = np.nan
-    rq["prompt"] = trace.prompt_tokens
-    rq["target"] = trace.output_tokens
-    rq["path"] = trace.path
-    rq["hits_max"] = trace.hits_max
-    for name in ("ran", "reason", "replica", "pf", "nxt", "prv", "pf_nxt", "pf_prv"):
-        rq[name] = -1
-    rp = np.zeros(n_rep, dtype=REPLICA)
-    rp["plan"] = IDLE
-    rp["plan_end"] = INF
-    for name in ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail"):
-        rp[name] = -1
+    n = len(trace.arrival_s)
+    if counting is None:
+        rq = free_rows(n)
+        ip, fp = engine_arrays(config)
+        c = Counting(np.zeros(1), np.zeros(1), 0.0, 0.0, 1.0, 1, 0.0, 1.0, 1)  # never counted into
+    else:
+        if ring_rows < 2 or ring_rows & (ring_rows - 1):
+            raise ValueError(f"ring_rows must be a power of two of at least 2, not {ring_rows}")
+        rq = free_rows(ring_rows)
+        ip, fp = engine_arrays(config, ring_rows - 1)
+        c = counting
+    n_paths = len(c.ttft_s)
+    counts = Counts(totals=np.zeros((n_paths, 5), dtype=np.int64),
+                    windows=np.zeros((n_paths, 4, c.n_windows), dtype=np.int64),
+                    per_path=np.zeros((n_paths, 4), dtype=np.int64), decode=np.zeros(2, dtype=np.int64),
+                    counts=np.zeros((c.n_view, n_rep), dtype=np.int64))
+    sink = (np.array([c.t_lo, c.t_hi, c.window_s, c.origin, c.view_window_s], dtype=np.float64),
+            np.asarray(c.ttft_s, dtype=np.float64), np.asarray(c.tpot_s, dtype=np.float64), counts.totals,
+            counts.windows, counts.per_path, counts.decode, counts.counts)
+    rp = new_replicas(n_rep)
     bs = eng.block_size
-    ip = np.array([bs, eng.num_gpu_blocks, eng.max_num_seqs, eng.max_num_batched_tokens,
-                   int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks)], dtype=np.int64)
-    fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
-                   st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
-    pick_a, pick_b = _router_picks(config.router, n_rep, len(rq), seed * 31 + 17)
+    pick_a, pick_b = _router_picks(config.router, n_rep, n, seed * 31 + 17)
     gauges = np.zeros((n_rep, n_grid + 1, 3))
-    _run(rq, rp, np.zeros((n_rep, bs), dtype=np.int64), np.zeros((n_rep, bs + 1), dtype=np.int64),
-         np.empty((n_rep, 1024, 3), dtype=np.int64), np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64),
-         np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64), gauges, ip, fp, ROUTER_CODES[config.router],
-         pick_a, pick_b, float(dt), float(trace.duration_s))
-    return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall)
+    ncls, prefix = np.zeros((n_rep, bs), dtype=np.int64), np.zeros((n_rep, bs + 1), dtype=np.int64)
+    h = np.empty((n_rep, 1024, 3), dtype=np.int64)
+    st_dec = np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64)
+    st_pf = np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64)
+    at = np.zeros(3, dtype=np.int64)
+    enlarged = 0
+    while True:
+        h, done = _run(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path, trace.hits_max,
+                       rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, ROUTER_CODES[config.router], pick_a,
+                       pick_b, float(dt), float(trace.duration_s), at, *sink)
+        if done:
+            break
+        rq = _enlarged(rq, rp, st_dec, st_pf, ip, sink)
+        enlarged += 1
+    if counting is None:
+        return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall)
+    _count_rows(rq, False, *sink)
+    return Simulated(rows=None, gauges=gauges, sim_seconds=time.perf_counter() - wall, counts=counts,
+                     enlarged=enlarged)
 
 
 def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> FleetRun:
@@ -877,6 +1039,46 @@ def _counted_finish_us(rq, i, t_lo, t_hi):
 
 
 @njit(cache=True, error_model="numpy")
+def _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows):
+    """Row i into :func:`breach_counts`' counts."""
+    first = rq[i].first
+    if first != first:
+        return
+    n_windows = windows.shape[2]
+    p = rq[i].path
+    arrival_us = np.int64(np.rint(rq[i].arrival * 1e6))
+    first_us = np.int64(np.rint(first * 1e6))
+    ttft_b = ttft_s[p] == ttft_s[p] and (first_us - arrival_us) / 1_000_000 > ttft_s[p]
+    t = first_us / 1e6
+    if t >= t_lo and t < t_hi:
+        totals[p, 0] += 1
+        w = int((t - t_lo) // window_s)
+        if ttft_b:
+            totals[p, 1] += 1
+        if w < n_windows:
+            windows[p, 0, w] += 1
+            if ttft_b:
+                windows[p, 1, w] += 1
+    finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
+    if finish_us < 0:
+        return
+    t = finish_us / 1e6
+    n_out = rq[i].gen
+    tpot = ((finish_us - first_us) / 1_000_000) / max(n_out - 1, 1) if n_out > 1 else 0.0
+    tpot_b = tpot_s[p] == tpot_s[p] and tpot > tpot_s[p]
+    totals[p, 2] += 1
+    if tpot_b:
+        totals[p, 3] += 1
+    if tpot_b or ttft_b:
+        totals[p, 4] += 1
+    w = int((t - t_lo) // window_s)
+    if w < n_windows:
+        windows[p, 2, w] += 1
+        if tpot_b or ttft_b:
+            windows[p, 3, w] += 1
+
+
+@njit(cache=True, error_model="numpy")
 def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
     """Per path (thresholds ``ttft_s``/``tpot_s``, NaN = not promised) and window of ``window_s`` from
     ``t_lo``: first tokens and TTFT breaches by first-token time, finished requests and joint
@@ -888,41 +1090,33 @@ def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
     totals = np.zeros((n_paths, 5), dtype=np.int64)
     windows = np.zeros((n_paths, 4, n_windows), dtype=np.int64)
     for i in range(rq.shape[0]):
-        first = rq[i].first
-        if first != first:
-            continue
-        p = rq[i].path
-        arrival_us = np.int64(np.rint(rq[i].arrival * 1e6))
-        first_us = np.int64(np.rint(first * 1e6))
-        ttft_b = ttft_s[p] == ttft_s[p] and (first_us - arrival_us) / 1_000_000 > ttft_s[p]
-        t = first_us / 1e6
-        if t >= t_lo and t < t_hi:
-            totals[p, 0] += 1
-            w = int((t - t_lo) // window_s)
-            if ttft_b:
-                totals[p, 1] += 1
-            if w < n_windows:
-                windows[p, 0, w] += 1
-                if ttft_b:
-                    windows[p, 1, w] += 1
-        finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
-        if finish_us < 0:
-            continue
-        t = finish_us / 1e6
-        n_out = rq[i].gen
-        tpot = ((finish_us - first_us) / 1_000_000) / max(n_out - 1, 1) if n_out > 1 else 0.0
-        tpot_b = tpot_s[p] == tpot_s[p] and tpot > tpot_s[p]
-        totals[p, 2] += 1
-        if tpot_b:
-            totals[p, 3] += 1
-        if tpot_b or ttft_b:
-            totals[p, 4] += 1
-        w = int((t - t_lo) // window_s)
-        if w < n_windows:
-            windows[p, 2, w] += 1
-            if tpot_b or ttft_b:
-                windows[p, 3, w] += 1
+        _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows)
     return totals, windows
+
+
+@njit(cache=True, error_model="numpy")
+def _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts):
+    """Row i into :func:`view_counts`' counts."""
+    first = rq[i].first
+    if first != first:
+        return
+    n_windows = counts.shape[0]
+    p = rq[i].path
+    first_us = np.int64(np.rint(first * 1e6))
+    t = first_us / 1e6
+    if t >= t_lo and t < t_hi:
+        per_path[p, 0] += 1
+        per_path[p, 1] += first_us - np.int64(np.rint(rq[i].arrival * 1e6))
+        m = int(math.ceil(((t - t_lo + origin) - origin) / window_s - 1e-9)) - 1
+        m = min(max(m, 0), n_windows - 1)
+        counts[m, rq[i].replica] += 1
+    finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
+    if finish_us < 0:
+        return
+    per_path[p, 2] += 1
+    per_path[p, 3] += np.int64(np.rint(rq[i].sched * 1e6)) - np.int64(np.rint(rq[i].arrival * 1e6))
+    decode[0] += finish_us - first_us
+    decode[1] += max(rq[i].gen - 1, 0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -937,23 +1131,26 @@ def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
     decode = np.zeros(2, dtype=np.int64)
     counts = np.zeros((n_windows, n_rep), dtype=np.int64)
     for i in range(rq.shape[0]):
-        first = rq[i].first
-        if first != first:
-            continue
-        p = rq[i].path
-        first_us = np.int64(np.rint(first * 1e6))
-        t = first_us / 1e6
-        if t >= t_lo and t < t_hi:
-            per_path[p, 0] += 1
-            per_path[p, 1] += first_us - np.int64(np.rint(rq[i].arrival * 1e6))
-            m = int(math.ceil(((t - t_lo + origin) - origin) / window_s - 1e-9)) - 1
-            m = min(max(m, 0), n_windows - 1)
-            counts[m, rq[i].replica] += 1
-        finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
-        if finish_us < 0:
-            continue
-        per_path[p, 2] += 1
-        per_path[p, 3] += np.int64(np.rint(rq[i].sched * 1e6)) - np.int64(np.rint(rq[i].arrival * 1e6))
-        decode[0] += finish_us - first_us
-        decode[1] += max(rq[i].gen - 1, 0)
+        _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts)
     return per_path, decode, counts
+
+
+# sink_f: what a counted run counts in (t_lo, t_hi, breach window_s, view origin, view window_s)
+T_LO, T_HI, WINDOW, ORIGIN, VIEW_WINDOW = range(5)
+
+
+@njit(cache=True, error_model="numpy")
+def _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
+    """Row s into a counted run's counts (``breach_counts`` and ``view_counts`` of one row); the row
+    is free after."""
+    _breach_row(rq, s, ttft_s, tpot_s, sink_f[T_LO], sink_f[T_HI], sink_f[WINDOW], totals, windows)
+    _view_row(rq, s, sink_f[T_LO], sink_f[T_HI], sink_f[VIEW_WINDOW], sink_f[ORIGIN], per_path, decode, counts)
+    rq[s].id = -1
+
+
+@njit(cache=True, error_model="numpy")
+def _count_rows(rq, finished_only, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
+    """Every held row (``finished_only``: of a finished request) into the counts."""
+    for s in range(rq.shape[0]):
+        if rq[s].id >= 0 and (rq[s].reason >= 0 or not finished_only):
+            _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)

@@ -20,13 +20,14 @@ from app.simulator.trace import Trace
 from app.simulator.twin_engine import (
     IDLE,
     INF,
-    REPLICA,
     REQUEST,
     ROUTER_CODES,
     _advance,
     _enqueue,
     _peek_gauges,
     _process,
+    engine_arrays,
+    new_replicas,
     unsupported,
 )
 
@@ -392,16 +393,10 @@ def simulate_policy(trace: Trace, config: FleetConfig, policy: Policy, seed: int
     rq["hits_max"][:n] = trace.hits_max
     for name in ("ran", "reason", "replica", "pf", "nxt", "prv", "pf_nxt", "pf_prv"):
         rq[name] = -1
-    rp = np.zeros(n_rep, dtype=REPLICA)
-    rp["plan"] = IDLE
-    rp["plan_end"] = INF
-    for name in ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail"):
-        rp[name] = -1
+    rq["id"] = np.arange(cap)  # every request and retry has a row of its own
+    rp = new_replicas(n_rep)
     bs = eng.block_size
-    ip = np.array([bs, eng.num_gpu_blocks, eng.max_num_seqs, eng.max_num_batched_tokens,
-                   int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks)], dtype=np.int64)
-    fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
-                   st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
+    ip, fp = engine_arrays(config)
     code = ROUTER_CODES[config.router]
     u_route = uniform_floats(seed * ROUTER_SEED[0] + ROUTER_SEED[1], 2 * cap if code >= 2 else 0)
     u_retry = uniform_floats(seed * RETRY_SEED[0] + RETRY_SEED[1], cap - n if policy.retry else 0)
