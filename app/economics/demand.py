@@ -125,9 +125,11 @@ class LengthDistribution:
             return np.zeros(0, dtype=np.int64)
         if windows is not None and self.local_shares is not None:
             cum = np.cumsum(self.local_shares, axis=1)  # per window, not per request: a month is millions
-            row = np.clip(windows, 0, len(self.local_shares) - 1)
+            inside = windows.min() >= 0 and windows.max() < len(self.local_shares)
+            row = windows if inside else np.clip(windows, 0, len(self.local_shares) - 1)
             u = rng.uniform(size=n)
             bucket = _buckets_below(u, cum, row, len(self.shares) - 1)
+            del u, row
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
         edges = self._edges()
@@ -155,7 +157,7 @@ def _buckets_below(u: np.ndarray, cum: np.ndarray, row: np.ndarray, last: int) -
     """Per request the number of its window's cumulative shares below its uniform draw (its bucket),
     at most ``last``: what ``(u[:, None] > cum[row]).sum(axis=1)`` counts, without the [requests,
     buckets] matrix."""
-    out = np.empty(u.shape[0], dtype=np.int64)
+    out = np.empty(u.shape[0], dtype=np.int32)
     for i in range(u.shape[0]):
         c = 0
         for x in cum[row[i]]:
@@ -320,14 +322,17 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         whole, frac = int(math.floor(traffic)), traffic - math.floor(traffic)
         n = base * whole + rng.binomial(base, frac) if frac > 0 else base * whole
         total = int(n.sum())
-        idx = np.repeat(np.arange(len(n)), n)
-        first_token = idx * demand.window_s + rng.uniform(0, demand.window_s, total)
+        # a month at traffic x1.5 is ~20 M requests: the window index is int32, the temporaries go as
+        # soon as they are used and the arrival is computed in place (the same values)
+        idx = np.repeat(np.arange(len(n), dtype=np.int32), n)
+        arrival = idx.astype(np.float64)
+        arrival *= demand.window_s  # whole numbers: exact, as the integer product was
+        arrival += rng.uniform(0, demand.window_s, total)  # the first token
         # FCFS drains a queue in arrival order, so the requests whose first token comes at t waited about
         # the same: shift by the window mean TTFT interpolated between window centres (sampling each
         # request's TTFT inside its wide bucket instead made bursts noisier than they were)
         centers = (np.arange(len(n)) + 0.5) * demand.window_s
-        ttft = np.interp(first_token, centers, p.ttft_mean_s)
-        arrival = first_token - ttft
+        arrival -= np.interp(arrival, centers, p.ttft_mean_s)
         # lengths are observed at finish: a request takes the length mix of the window it ended in
         prompt = p.prompt.sample(total, rng, windows=idx)
         if context != 1.0:
@@ -335,9 +340,11 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         # every request must fit the twin's longest sequence, or it would wait for ever
         prompt = np.clip(prompt, 1, max(1, max_model_len - 64)).astype(np.int64)
         output = p.output.sample(total, rng, windows=idx)
+        del idx
         output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
         parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,
                       "output_tokens": output})
+        del arrival, prompt, output  # held by parts alone, so the merge below lets them go
     keys = list(parts[0])
     merged = {}
     for key in keys:  # column by column, each path's piece let go once merged (a month is ~20 M requests)

@@ -117,13 +117,15 @@ def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_
 
 
 def _with_warmup(demand: Demand, reqs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    """Prepend the first WARMUP_S of demand before the export starts (a stationary start)."""
+    """Prepend the first WARMUP_S of demand before the export starts (a stationary start). ``reqs``
+    (``synthesize``'s, sorted by arrival) is emptied: a month's columns are let go one by one."""
     first = reqs["arrival_s"] < WARMUP_S
     early = {k: v[first] for k, v in reqs.items()}
     early["arrival_s"] = early["arrival_s"] - WARMUP_S
-    merged = {k: np.concatenate([early[k], reqs[k]]) for k in reqs}
-    order = np.argsort(merged["arrival_s"], kind="stable")
-    return {k: v[order] for k, v in merged.items()}
+    # both parts are sorted, so the stable sort of their concatenation (the early ones first among
+    # equal times) puts each early request before the first later one not earlier than it
+    at = np.searchsorted(reqs["arrival_s"], early["arrival_s"], side="left")
+    return {k: np.insert(reqs.pop(k), at, early[k]) for k in list(reqs)}
 
 
 def outcomes(run: object) -> dict[str, np.ndarray]:
