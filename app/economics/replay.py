@@ -171,7 +171,7 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
     outcomes, counted by the compiled engine as each request finishes (no row per request: a month of
     demand is tens of millions of requests)."""
-    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed, traffic, context, requests)
+    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed, traffic, context, requests, view=False)
     return shares_of_counts(sim, trace.path_names, thresholds)
 
 
@@ -196,10 +196,11 @@ def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[s
 
 def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
                   seed: int = 0, traffic: float = 1.0, context: float = 1.0,
-                  requests: Mapping[str, np.ndarray] | None = None) -> tuple[Trace, Simulated]:
+                  requests: Mapping[str, np.ndarray] | None = None, view: bool = True) -> tuple[Trace, Simulated]:
     """The compiled run of a scenario (``requests`` as in :func:`run_twin`), counted over the export's
-    range as it runs (``twin_engine.Counting``: breaches by ``thresholds`` per window, and what
-    ``calibration.twin_view`` reads per minute), for a caller that reduces the counts itself."""
+    range as it runs (``twin_engine.Counting``: breaches by ``thresholds`` per window, and with
+    ``view`` what ``calibration.twin_view`` reads per minute), for a caller that reduces the counts
+    itself."""
     trace = _twin_trace(model, demand, traffic, context, seed, requests)
     names = trace.path_names
     counting = Counting(
@@ -207,7 +208,7 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
         tpot_s=np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float),
         t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s),
         n_windows=int(round(demand.duration_s / demand.window_s)), origin=float(demand.origin),
-        view_window_s=float(demand.window_s), n_view=int(round(demand.duration_s / demand.window_s)))
+        view_window_s=float(demand.window_s), n_view=int(round(demand.duration_s / demand.window_s)) if view else 0)
     return trace, simulate(trace, twin_config(model, replicas), seed=seed, counting=counting)
 
 

@@ -845,7 +845,7 @@ def unsupported(trace: Trace, config: FleetConfig) -> str | None:
 class Counting:
     """What a counted run counts (the arguments of :func:`breach_counts` and :func:`view_counts`):
     per path thresholds (NaN: not promised), the range [t_lo, t_hi), the breach windows and the
-    view's windows (``view_counts``' origin, width and count)."""
+    view's windows (``view_counts``' origin, width and count; none: no view counted)."""
 
     ttft_s: np.ndarray
     tpot_s: np.ndarray
@@ -1144,7 +1144,8 @@ def _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode,
     """Row s into a counted run's counts (``breach_counts`` and ``view_counts`` of one row); the row
     is free after."""
     _breach_row(rq, s, ttft_s, tpot_s, sink_f[T_LO], sink_f[T_HI], sink_f[WINDOW], totals, windows)
-    _view_row(rq, s, sink_f[T_LO], sink_f[T_HI], sink_f[VIEW_WINDOW], sink_f[ORIGIN], per_path, decode, counts)
+    if counts.shape[0] > 0:  # no view windows: the breaches alone (a grid's replay)
+        _view_row(rq, s, sink_f[T_LO], sink_f[T_HI], sink_f[VIEW_WINDOW], sink_f[ORIGIN], per_path, decode, counts)
     rq[s].id = -1
 
 
