@@ -98,7 +98,7 @@ def to_table(doc: dict[str, Any]) -> str:
             note.append(f"{d['hours']:g} h x {d['replicas']} replicas, {_samples(d['requests'])} requests, "
                         f"{d['scrape_interval_s']:g} s scrape; load {d['load_s']:.1f} s ({d['load_peak_rss_mb']:,.0f} MiB), "
                         f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB; residual workers "
-                        f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB), grid "
+                        f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB; tree {d['analyse_tree_peak_rss_mb']:,.0f} MiB), grid "
                         f"{d['grid_s']:.1f} s ({d['scenarios']} scenarios x {d['seeds']} seeds, "
                         f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
                         f"{d['grid_workers_peak_rss_mb']:,.0f} MiB peak; tree {d['grid_tree_peak_rss_mb']:,.0f} MiB); generated in {d['generation_s']:.0f} s "
