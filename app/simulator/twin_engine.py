@@ -10,10 +10,11 @@ holds it to that on a grid of scenarios, engines and all four routers). The Pyth
 reference and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics);
 a change of mechanics goes there first, then here.
 
-Layout: one structured array of requests (the replica's queues are doubly linked lists through
+Layout: one structured array of request rows (a row per request, or in a counted run a ring of rows
+that the requests in flight hold: see :func:`simulate`; the replica's queues are doubly linked lists through
 ``nxt``/``prv``: a request is in exactly one of inbox, waiting, running; the requests in prefill are
 a second list through ``pf_nxt``/``pf_prv``, in admission order as the Python dict keeps them), one
-of replicas, and per replica a binary heap of (finish step, request, q) rows. Python's dicts and
+of replicas, and per replica a binary heap of (finish step, request id, q) rows. Python's dicts and
 deques become these lists; their iteration orders are kept where a float sum or a choice depends on
 them.
 """
