@@ -171,8 +171,8 @@ class TwinView:
 
 def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
               seed: int) -> TwinView:
-    """One twin run reduced in the engine's rows (``view_counts``, ``breach_counts``): a month's run
-    never becomes per-request arrays. Counts and sums are of whole microseconds, as the arrays hold
+    """One twin run, counted by the engine as it runs (``view_counts``, ``breach_counts`` of each
+    request as it finishes): a month's run never holds a row per request. Counts and sums are of whole microseconds, as the arrays hold
     them, so the means equal theirs up to the order of a float sum."""
     trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed)
     assert sim.counts is not None

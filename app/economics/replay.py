@@ -203,12 +203,12 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
     itself."""
     trace = _twin_trace(model, demand, traffic, context, seed, requests)
     names = trace.path_names
+    n_windows = int(round(demand.duration_s / demand.window_s))
     counting = Counting(
         ttft_s=np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float),
         tpot_s=np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float),
-        t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s),
-        n_windows=int(round(demand.duration_s / demand.window_s)), origin=float(demand.origin),
-        view_window_s=float(demand.window_s), n_view=int(round(demand.duration_s / demand.window_s)) if view else 0)
+        t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s), n_windows=n_windows,
+        origin=float(demand.origin), view_window_s=float(demand.window_s), n_view=n_windows if view else 0)
     return trace, simulate(trace, twin_config(model, replicas), seed=seed, counting=counting)
 
 
