@@ -29,8 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-# error_model="numpy": no zero-divisor check on integer // and % (no divisor here can be 0); float
-# arithmetic is IEEE either way, so results do not change
 from app.simulator import stretch
 from app.simulator.config import NO_EVENTS, FleetConfig
 from app.simulator.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
@@ -71,9 +69,18 @@ REPLICA = np.dtype([
 BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK = range(7)
 A, B, B2, C, D, E = range(6)
 
+# How the event loop's functions are compiled. error_model="numpy": no zero-divisor check on integer
+# // and % (no divisor here can be 0; float arithmetic is IEEE either way, so results do not change).
+# _nrt=False: no reference counting. numba increfs and decrefs every array argument of every call
+# (atomic operations), and the loop makes a dozen calls of ten arrays per event: half of its time,
+# measured with perf. These functions allocate nothing and return no array (the finish heap grows
+# in _grown_heap, called by the loop's entry points, which keep reference counting), so the caller's
+# references keep every array alive. numba's own library compiles such helpers the same way.
+LOOP = {"cache": True, "error_model": "numpy", "_nrt": False}
+
 
 # -- linked lists ------------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _unlink(rq, i, head, tail):
     """Remove request i from the list (head, tail) through nxt/prv; return the new (head, tail)."""
     p, n = rq[i].prv, rq[i].nxt
@@ -90,7 +97,7 @@ def _unlink(rq, i, head, tail):
     return head, tail
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _push_back(rq, i, head, tail):
     rq[i].nxt = -1
     rq[i].prv = tail
@@ -101,7 +108,7 @@ def _push_back(rq, i, head, tail):
     return head, i
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _push_front(rq, i, head, tail):
     rq[i].prv = -1
     rq[i].nxt = head
@@ -112,7 +119,7 @@ def _push_front(rq, i, head, tail):
     return i, tail
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _pf_add(rq, rp, r, i, comp):
     rq[i].pf = comp
     rq[i].pf_nxt = -1
@@ -125,7 +132,7 @@ def _pf_add(rq, rp, r, i, comp):
     rp[r].n_pf += 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _pf_del(rq, rp, r, i):
     p, n = rq[i].pf_prv, rq[i].pf_nxt
     if p >= 0:
@@ -142,7 +149,7 @@ def _pf_del(rq, rp, r, i):
 
 # -- the finish heap: rows (finish step, request id, q), ordered as Python orders the tuples ---------
 # (an entry whose row holds another request, or the request with another q, is stale)
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _less(h, r, x, y):
     if h[r, x, 0] != h[r, y, 0]:
         return h[r, x, 0] < h[r, y, 0]
@@ -151,7 +158,7 @@ def _less(h, r, x, y):
     return h[r, x, 2] < h[r, y, 2]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _swap(h, r, x, y):
     for c in range(3):
         t = h[r, x, c]
@@ -159,14 +166,10 @@ def _swap(h, r, x, y):
         h[r, y, c] = t
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _heap_push(h, rp, r, fs, i, q):
-    """Push a row; returns the heap array (a larger copy when it was full)."""
+    """Push a row (the caller has made room: see :func:`_process`)."""
     n = rp[r].heap_n
-    if n == h.shape[1]:
-        bigger = np.empty((h.shape[0], 2 * h.shape[1], 3), dtype=np.int64)
-        bigger[:, : h.shape[1]] = h
-        h = bigger
     h[r, n, 0] = fs
     h[r, n, 1] = i
     h[r, n, 2] = q
@@ -178,10 +181,17 @@ def _heap_push(h, rp, r, fs, i, q):
             n = parent
         else:
             break
-    return h
 
 
 @njit(cache=True, error_model="numpy")
+def _grown_heap(h):
+    """The finish heaps in an array of twice the rows (the loop stopped because one may overflow)."""
+    bigger = np.empty((h.shape[0], 2 * h.shape[1], 3), dtype=np.int64)
+    bigger[:, : h.shape[1]] = h
+    return bigger
+
+
+@njit(**LOOP)
 def _heap_pop(h, rp, r):
     n = rp[r].heap_n - 1
     rp[r].heap_n = n
@@ -203,13 +213,13 @@ def _heap_pop(h, rp, r):
 
 
 # -- decoders ----------------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _drop_decoder(rq, rp, ncls, ip, r, i, q):
     ncls[r, (q - 1) % ip[BS]] -= 1
     rp[r].sum_q -= q
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     if rq[i].flags & DEC == 0:
         rp[r].n_dec += 1
@@ -217,10 +227,10 @@ def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     rq[i].q = q
     ncls[r, (q - 1) % ip[BS]] += 1
     rp[r].sum_q += q
-    return _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, rq[i].id, q)
+    _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, rq[i].id, q)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _lag_pop(rq, rp, r, i, default):
     """lag.pop(i, default)."""
     if rq[i].flags & LAG:
@@ -230,7 +240,7 @@ def _lag_pop(rq, rp, r, i, default):
     return default
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _finish(rq, rp, r, i, t, blocks):
     rp[r].run_head, rp[r].run_tail = _unlink(rq, i, rp[r].run_head, rp[r].run_tail)
     rp[r].n_run -= 1
@@ -241,7 +251,7 @@ def _finish(rq, rp, r, i, t, blocks):
     rq[i].reason = REASON_LENGTH if rq[i].hits_max else REASON_STOP
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _pop_finishes(rq, rp, ncls, h, ip, r):
     S = rp[r].S
     bs = ip[BS]
@@ -257,7 +267,7 @@ def _pop_finishes(rq, rp, ncls, h, ip, r):
         _finish(rq, rp, r, i, rp[r].T, -(-(S + q - 1) // bs))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _set_gauges(rp, ip, r):
     rp[r].g_run = rp[r].n_run
     rp[r].g_wait = rp[r].n_wait
@@ -265,33 +275,33 @@ def _set_gauges(rp, ip, r):
 
 
 # -- stretch arithmetic (step j lasts f * (A + delta * j)) -------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _tau(rp, r, k):
     return rp[r].s_f * (k * rp[r].s_A + rp[r].s_delta * k * (k - 1) * 0.5)
 
 
-_first_steps = njit(cache=True, error_model="numpy")(stretch.first_tau_at_least)
-_steps_by = njit(cache=True, error_model="numpy")(stretch.steps_ending_by)
+_first_steps = njit(**LOOP)(stretch.first_tau_at_least)
+_steps_by = njit(**LOOP)(stretch.steps_ending_by)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _first_tau_at_least(rp, r, y):
     return _first_steps(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _steps_ending_by(rp, r, y):
     return _steps_by(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _cum(rp, prefix, ip, r, k):
     bs = ip[BS]
     return (k // bs) * rp[r].s_n + prefix[r, k % bs]
 
 
 # -- planning ----------------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     T = rp[r].T
     while rp[r].n_inbox > 0 and rq[rp[r].in_head].arrival <= T:
@@ -324,7 +334,7 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     S, bs = rp[r].S, ip[BS]
     while rp[r].heap_n > 0:
@@ -373,7 +383,7 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     rp[r].plan_end = rp[r].T + _tau(rp, r, rp[r].k)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
     rp[r].used += _cum(rp, prefix, ip, r, k)
     T0 = rp[r].T
@@ -384,7 +394,7 @@ def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
 
 
 # -- detailed steps ----------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     T, S, bs = rp[r].T, rp[r].S, ip[BS]
     budget = ip[BUDGET]
@@ -500,7 +510,7 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     rp[r].plan_end = T + dur
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _preempt(rq, rp, ncls, ip, r, i):
     """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
     bs = ip[BS]
@@ -525,7 +535,7 @@ def _preempt(rq, rp, ncls, ip, r, i):
     return blocks
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
     T1 = rp[r].plan_end
     S1 = rp[r].S + 1
@@ -549,21 +559,20 @@ def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
             if rq[i].flags & DEC and rq[i].ran != stamp:
                 q = rq[i].q
                 _drop_decoder(rq, rp, ncls, ip, r, i, q)
-                h = _add_decoder(rq, rp, ncls, h, ip, r, i, q - 1)
+                _add_decoder(rq, rp, ncls, h, ip, r, i, q - 1)
                 if rq[i].flags & LAG == 0:
                     rq[i].flags |= LAG
                     rq[i].lag = t_last
                     rp[r].n_lag += 1
             i = rq[i].nxt
-    h = _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1)
+    _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1)
     rp[r].S = S1
     rp[r].T = T1
     _pop_finishes(rq, rp, ncls, h, ip, r)
     _set_gauges(rp, ip, r)
-    return h
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
     bs = ip[BS]
     for x in range(rp[r].st_npf):
@@ -580,24 +589,28 @@ def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
         if g_old + 1 >= rq[i].target:
             _finish(rq, rp, r, i, T1, -(-(rq[i].prompt + g_old) // bs))
         else:
-            h = _add_decoder(rq, rp, ncls, h, ip, r, i, rq[i].prompt + g_old + 1 - S1)
-    return h
+            _add_decoder(rq, rp, ncls, h, ip, r, i, rq[i].prompt + g_old + 1 - S1)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+    """Replica r's planned event, and its next plan; False (nothing done) when the event is a step
+    whose pushes could overflow the finish heap: the caller grows it (:func:`_grown_heap`) and calls
+    again."""
     plan = rp[r].plan
     if plan == STRETCH:
         _apply_stretch(rq, rp, ncls, h, prefix, ip, r, rp[r].k)
-    elif plan == STEP:  # the only event that pushes onto the finish heap (and may enlarge its array)
-        h = _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r)
+    elif plan == STEP:  # the only event that pushes onto the finish heap: at most one row per running request
+        if rp[r].heap_n + ip[MAX_SEQS] >= h.shape[1]:
+            return False
+        _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r)
     elif plan == WAKE:
         rp[r].T = rp[r].plan_end
     _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
-    return h
+    return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
     t_eng = rq[i].arrival
     rq[i].replica = r
@@ -618,15 +631,17 @@ def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
                 rp[r].plan_end = rp[r].T + _tau(rp, r, k_cut)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
+    """Every replica's events up to time x; False when one stopped for a larger heap (see :func:`_process`)."""
     for r in range(rp.shape[0]):
         while rp[r].plan_end <= x:
-            h = _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
-    return h
+            if not _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+                return False
+    return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _peek_gauges(rp, prefix, ip, r, t, out, g):
     out[r, g, 0] = rp[r].g_run
     out[r, g, 1] = rp[r].g_wait
@@ -639,7 +654,7 @@ def _peek_gauges(rp, prefix, ip, r, t, out, g):
             out[r, g, 2] = (rp[r].used + _cum(rp, prefix, ip, r, m)) / ip[NB]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _new_row(rq, s, i, arrival, prompt, target, path, hits_max):
     """Row ``s`` holds request ``i`` of the trace, as it is before its arrival (the Python engine's
     engine arrival, operation for operation: + frontend_s + per token x prompt, both 0 here)."""
@@ -684,11 +699,13 @@ def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_de
         tau = arrival[i] + 0.0 if i < n else horizon
         while gi < n_grid and gi * dt <= tau:
             tg = gi * dt
-            h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tg)
+            while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tg):
+                h = _grown_heap(h)
             for r in range(n_rep):
                 _peek_gauges(rp, prefix, ip, r, tg, gauges, gi)
             gi += 1
-        h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau)
+        while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau):
+            h = _grown_heap(h)
         if i == n:
             break
         s = i & ip[MASK]
@@ -723,7 +740,8 @@ def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_de
         _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, s)
     for r in range(n_rep):
         while rp[r].plan_end < INF:
-            h = _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+            if not _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+                h = _grown_heap(h)
     at[0], at[1], at[2] = n, gi, nxt
     return h, True
 
@@ -888,6 +906,8 @@ class Simulated:
 # queue, so 65,536 rows (about 6 MB) hold the requests in flight at once on any fleet short of an
 # overload; a ring that meets a request still in flight doubles
 RING_ROWS = 1 << 16
+# the finish heap's first rows per replica: one per decoder, and the stale rows of skipped steps
+HEAP_ROWS = 1024
 _HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail")
 
 
@@ -949,14 +969,15 @@ def _enlarged(rq: np.ndarray, rp: np.ndarray, st_dec: np.ndarray, st_pf: np.ndar
 
 
 def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Counting | None = None,
-             ring_rows: int = RING_ROWS) -> Simulated:
+             ring_rows: int = RING_ROWS, heap_rows: int = HEAP_ROWS) -> Simulated:
     """Run ``trace`` on the fleet, compiled (see :func:`unsupported` for what it does not model).
 
     With ``counting``, the run keeps no row per request: its rows are a ring (``ring_rows``, a power
     of two, doubled when it meets a request still in flight) and each finished request is counted
     as ``breach_counts`` and ``view_counts`` count it when its row is taken again, so a month of
     demand holds the requests in flight, not tens of millions of rows. The counts are those of the
-    full run's rows: the same requests, times and integer sums."""
+    full run's rows: the same requests, times and integer sums. ``heap_rows``: the finish heap's first
+    rows per replica (it doubles when a step could fill it)."""
     why = unsupported(trace, config)
     if why is not None:
         raise ValueError(f"the compiled twin engine does not model {why}")
@@ -989,7 +1010,7 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     pick_a, pick_b = _router_picks(config.router, n_rep, n, seed * 31 + 17)
     gauges = np.zeros((n_rep, n_grid + 1, 3))
     ncls, prefix = np.zeros((n_rep, bs), dtype=np.int64), np.zeros((n_rep, bs + 1), dtype=np.int64)
-    h = np.empty((n_rep, 1024, 3), dtype=np.int64)
+    h = np.empty((n_rep, max(heap_rows, 1), 3), dtype=np.int64)
     st_dec = np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64)
     st_pf = np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64)
     at = np.zeros(3, dtype=np.int64)
@@ -1029,7 +1050,7 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
     return run
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _counted_finish_us(rq, i, t_lo, t_hi):
     """Request i's finish in whole microseconds when it finished in [t_lo, t_hi), else -1."""
     if rq[i].reason < 0:
@@ -1039,7 +1060,7 @@ def _counted_finish_us(rq, i, t_lo, t_hi):
     return finish_us if t >= t_lo and t < t_hi else np.int64(-1)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows):
     """Row i into :func:`breach_counts`' counts."""
     first = rq[i].first
@@ -1095,7 +1116,7 @@ def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
     return totals, windows
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts):
     """Row i into :func:`view_counts`' counts."""
     first = rq[i].first
@@ -1140,7 +1161,7 @@ def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
 T_LO, T_HI, WINDOW, ORIGIN, VIEW_WINDOW = range(5)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
     """Row s into a counted run's counts (``breach_counts`` and ``view_counts`` of one row); the row
     is free after."""

@@ -20,10 +20,12 @@ from app.simulator.trace import Trace
 from app.simulator.twin_engine import (
     IDLE,
     INF,
+    LOOP,
     REQUEST,
     ROUTER_CODES,
     _advance,
     _enqueue,
+    _grown_heap,
     _peek_gauges,
     _process,
     engine_arrays,
@@ -38,12 +40,12 @@ SIG_RUNNING, OUT_AT, IN_AT, OUT_FOR, IN_FOR, OUT_STEP, COLD, COOL, MIN_R, MAX_R,
 ATTEMPTS, BACKOFF, MULT, JITTER, BUDGET, RATIO = range(6)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _outstanding(rp, r):
     return rp[r].n_inbox + rp[r].n_wait + rp[r].n_run
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _choose(rp, state, router, start, u1, u2):
     n = rp.shape[0]
     m = 0
@@ -87,7 +89,7 @@ def _choose(rp, state, router, start, u1, u2):
     return a if _outstanding(rp, a) <= _outstanding(rp, b) else b
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _reset(rp, ncls, h, r, t):
     """Replica.reset(t): a fresh engine (its queues are empty: it was drained or never ran)."""
     rp[r].S = 0
@@ -111,21 +113,21 @@ def _reset(rp, ncls, h, r, t):
         ncls[r, c] = 0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _hless(ht, hi, x, y):
     if ht[x] != ht[y]:
         return ht[x] < ht[y]
     return hi[x] < hi[y]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _hswap(ht, hi, x, y):
     t, i = ht[x], hi[x]
     ht[x], hi[x] = ht[y], hi[y]
     ht[y], hi[y] = t, i
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _hpush(ht, hi, n, t, i):
     ht[n], hi[n] = t, i
     while n > 0:
@@ -137,7 +139,7 @@ def _hpush(ht, hi, n, t, i):
             break
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**LOOP)
 def _hpop(ht, hi, n):
     """Remove the top of a heap of n rows (the caller reads it first)."""
     n -= 1
@@ -204,7 +206,8 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
             t = min(tg, tr, tp)
             if t > tau:
                 break
-            h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, t)
+            while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, t):
+                h = _grown_heap(h)
             if tg == t:
                 for r in range(n_rep):
                     if state[r] == READY or state[r] == DRAINING:
@@ -282,7 +285,8 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
                 tl[ti - 1, 2] = rdy
                 tl[ti - 1, 3] = signal
                 ti += 1
-        h = _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau)
+        while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau):
+            h = _grown_heap(h)
         if last:
             break
         start = nxt
@@ -333,11 +337,11 @@ def _run_policy(rq, n_trace, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp,
         _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i)
     for r in range(n_rep):
         while rp[r].plan_end < INF:
-            h = _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+            if not _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+                h = _grown_heap(h)
     counts[0] = n_rows
     counts[1] = refused
     counts[2] = ti - 1
-    return h
 
 
 @dataclass
