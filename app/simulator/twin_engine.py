@@ -77,8 +77,11 @@ A, B, B2, C, D, E = range(6)
 # in _grown_heap, called by the loop's entry points, which keep reference counting), so the caller's
 # references keep every array alive. numba's own library compiles such helpers the same way.
 # forceinline: LLVM inlines them into the entry points; called, each passed its ten arrays as
-# seventy scalar arguments (the rest of the loop's time; compiling takes 51 s instead of 38, once).
+# seventy scalar arguments (the rest of the loop's time). CALLED: the two largest, run at most once
+# per step, stay calls (inlined at each call site, the cold compile took 51 s instead of 44, 38
+# before either, for no measurable gain).
 LOOP = {"cache": True, "error_model": "numpy", "_nrt": False, "forceinline": True}
+CALLED = {**LOOP, "forceinline": False}
 
 
 # -- linked lists ------------------------------------------------------------------------------------
@@ -396,7 +399,7 @@ def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
 
 
 # -- detailed steps ----------------------------------------------------------------------------------
-@njit(**LOOP)
+@njit(**CALLED)
 def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     T, S, bs = rp[r].T, rp[r].S, ip[BS]
     budget = ip[BUDGET]
@@ -512,7 +515,7 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     rp[r].plan_end = T + dur
 
 
-@njit(**LOOP)
+@njit(**CALLED)
 def _preempt(rq, rp, ncls, ip, r, i):
     """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
     bs = ip[BS]
