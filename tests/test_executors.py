@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from app.economics.executors import LocalProcesses, Placement
+from app.economics.scenarios import PARALLEL_GRID_REQUESTS, local_executor
 
 
 def _share(job: tuple[str, int]) -> str:
@@ -61,3 +65,20 @@ def test_a_worker_with_nothing_of_its_own_takes_another_shares_last_job() -> Non
         (1, ("a", 3)),  # b is done and nothing is untaken: a's last, a made on worker 1 too
         (1, ("a", 2)),  # now worker 1's own share
         (0, None)]
+
+
+def test_a_grid_too_small_to_pay_for_workers_runs_in_this_process() -> None:
+    """Local processes cost their start (imports, the compiled engine): a grid replaying fewer than
+    ``PARALLEL_GRID_REQUESTS`` requests in all runs here; a larger one on every core; ``workers``
+    when given, whatever the size."""
+    day = SimpleNamespace(demand=SimpleNamespace(paths=[SimpleNamespace(requests=np.full(1440, 250.0)),
+                                                        SimpleNamespace(requests=np.full(1440, 83.0))]))
+    observed = 1440 * 333.0  # requests replayed by one run at traffic x1
+    small = [1.0] * 7  # the Economics page's default grid: N' 2..8, one seed
+    assert observed * sum(small) < PARALLEL_GRID_REQUESTS
+    assert local_executor(day, small, None).workers == 1
+    large = [1.0, 1.5] * 20
+    assert observed * sum(large) >= PARALLEL_GRID_REQUESTS
+    assert local_executor(day, large, None).workers is None  # every core
+    assert local_executor(day, small, 2).workers == 2
+    assert local_executor(day, large, 1).workers == 1

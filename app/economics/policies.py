@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from app.economics import money, scenarios
-from app.economics.executors import Executor, LocalProcesses
+from app.economics.executors import Executor
 from app.economics.replay import (
     WARMUP_S,
     RunShares,
@@ -295,7 +295,8 @@ def predict(analysis: Analysis, rows: Sequence[PolicyScenario], seeds: int = 3,
     def share(j: _Job) -> tuple[float, int]:  # _run's cache key
         return rows[j.row].traffic, j.seed
 
-    for job, res in (executor or LocalProcesses()).run(_run, (analysis, rows), jobs, say=progress, affinity=share):
+    executor = executor or scenarios.local_executor(analysis, [rows[j.row].traffic for j in jobs], None)
+    for job, res in executor.run(_run, (analysis, rows), jobs, say=progress, affinity=share):
         results[job] = res
         if progress:
             progress(f"{len(results)}/{len(jobs)} policy runs: {rows[job.row].name} seed {job.seed}")

@@ -291,6 +291,20 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
 
 
 PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a spawned process costs more
+# Below this many requests replayed by a grid's runs in all, the grid runs in this process: a spawned
+# worker's start (its imports, numba's cached engine: about 3 s) costs more than the runs it would
+# share (the bundled day's 10-scenario grid, 6.2 M requests: 3.9 s in this process, 6.6 s on two).
+PARALLEL_GRID_REQUESTS = 12_000_000
+
+
+def local_executor(analysis: Analysis, traffics: Sequence[float], workers: int | None) -> LocalProcesses:
+    """Local processes for runs at these traffic multipliers (one per run): ``workers`` when given,
+    else this process alone for a grid too small to pay for starting workers, else every core."""
+    if workers is None:
+        observed = sum(float(p.requests.sum()) for p in analysis.demand.paths)
+        if observed * sum(traffics) < PARALLEL_GRID_REQUESTS:
+            workers = 1
+    return LocalProcesses(workers)
 
 
 def residual_views(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
@@ -454,12 +468,13 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
          executor: Executor | None = None) -> list[Prediction]:
     """Every scenario of the grid. The twin runs (seeds and sensitivity variants of every scenario)
     are independent, so ``executor`` runs them where it runs them: by default ``workers`` local
-    processes (default: every core; 1: this process), or a Ray cluster
+    processes (default: every core, or this process for a small grid: ``local_executor``; 1: this
+    process), or a Ray cluster
     (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it: each run
     is set by its job alone, and the runs are assembled in the grid's order."""
     scenarios_ = [(n, g, m) for g in traffic for m in context for n in replicas]
     jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
-    executor = executor or LocalProcesses(workers)
+    executor = executor or local_executor(analysis, [j.traffic for j in jobs], workers)
     results: dict[_Job, RunShares] = {}
     started = time.perf_counter()
     # longest first (more demand, then fewer replicas: longer queues), so that the last runs to finish
