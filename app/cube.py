@@ -27,6 +27,9 @@ REPLICA_LABELS = ["instance", "engine"]
 FIT_WINDOW_S = 300
 FIT_SIGNALS = ("generation_tokens_total", "prompt_tokens_total", "iteration_tokens", "running", "waiting", "kv_usage",
                "preemptions", "requests", "ttft", "tpot", "queue", "prefill", "prompt_tokens", "generation_tokens")
+# the fit's histograms whose buckets it reads; of the others (TTFT, TPOT, queue, prefill) it reads the
+# count and sum, so the fit's cube keeps no bucket rows of them (cube__series_for_build)
+FIT_BUCKETS = ("iteration_tokens", "prompt_tokens", "generation_tokens")
 
 # a build's temp tables that hold a row per series and window or per cube row (emptied once stored)
 _BUILD_TABLES = ("cube_series_windows", "cube_new")
@@ -72,11 +75,13 @@ def parse_window(text: str | int) -> int:
 
 
 def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
-                    path_labels: Sequence[str], signals: Sequence[str] | None = None) -> None:
+                    path_labels: Sequence[str], signals: Sequence[str] | None = None,
+                    buckets: Sequence[str] | None = None) -> None:
     """Build the cube into the temp table ``cube_new`` on ``con`` (with its inputs ``cube_series``
     and ``cube_series_windows``, and ``cube_duplicate_series``, the series that repeat an instant,
     which later queries of the same connection may read). With ``signals``, a cube of those signals
-    only: their rows are the full cube's (``cube__series_of_signals``), read from their samples alone."""
+    only: their rows are the full cube's (``cube__series_of_signals``), read from their samples alone.
+    With ``buckets``, the bucket rows (and repairs) of the histograms not named there are left out."""
     ids = [int(i) for i in dataset_ids]
     live = check_live(con, ids, window_s, path_labels)
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
@@ -92,6 +97,16 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
                     "select series_id from cube_series_windows where duplicates > 0")
     else:
         _windows_of_samples(con, ids, window_s)
+    _build(con, buckets)
+
+
+def _build(con: duckdb.DuckDBPyConnection, buckets: Sequence[str] | None) -> None:
+    """``cube_new`` from ``cube_series_windows``, the bucket series of histograms not in ``buckets``
+    left out (None: none left out)."""
+    if buckets is not None:
+        sql.materialize(con, "cube__series_for_build", "cube_series_kept", buckets=sorted(buckets))
+        con.execute("create or replace temp table cube_series as from cube_series_kept")
+        con.execute("drop table cube_series_kept")
     sql.materialize(con, "cube__build", "cube_new")
 
 
@@ -193,24 +208,30 @@ def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], windo
 
 
 def cube_spec(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
-              rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None) -> dict[str, object]:
+              rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None,
+              buckets: Sequence[str] | None = None) -> dict[str, object]:
     spec: dict[str, object] = {"datasets": sorted(int(i) for i in dataset_ids), "window_s": int(window_s),
                                "path_labels": list(path_labels), "rules": [list(r) for r in rules]}
     if signals is not None:  # a cube of some signals only is another cube (the full cube's key is unchanged)
         spec["signals"] = sorted(signals)
+    if buckets is not None:
+        spec["buckets"] = sorted(buckets)
     return spec
 
 
 def cube_key(dataset_ids: Sequence[int], window_s: int, path_labels: Sequence[str],
-             rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None) -> str:
-    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals)
+             rules: Sequence[tuple[str, str]], signals: Sequence[str] | None = None,
+             buckets: Sequence[str] | None = None) -> str:
+    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals, buckets)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
-                path_labels: Sequence[str] | None = None, signals: Sequence[str] | None = None) -> int:
+                path_labels: Sequence[str] | None = None, signals: Sequence[str] | None = None,
+                buckets: Sequence[str] | None = None) -> int:
     """Return the id of the cached cube for this spec, building it if needed; with ``signals``, a cube
-    of those signals only (for a reader that needs no other: its rows are the full cube's)."""
+    of those signals only (for a reader that needs no other: its rows are the full cube's), and with
+    ``buckets`` without the bucket rows of the histograms not named there."""
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
     with ws.transaction() as con:
         stored_labels, rules = path_mapping(con)
@@ -222,11 +243,11 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
             {"ids": [int(i) for i in ids]}).fetchall()}
         ids = [i for i in ids if int(i) not in records]
         row = con.execute("select cube_id from cube_index where cube_key = $k",
-                          {"k": cube_key(ids, window_s, labels, rules, signals)}).fetchone()
+                          {"k": cube_key(ids, window_s, labels, rules, signals, buckets)}).fetchone()
         if row:
             return int(row[0])
-        build_into_temp(con, ids, window_s, labels, signals)
-        cube_id = _store_built(con, ids, window_s, labels, rules, signals)
+        build_into_temp(con, ids, window_s, labels, signals, buckets)
+        cube_id = _store_built(con, ids, window_s, labels, rules, signals, buckets)
         empty_tables(con, _BUILD_TABLES)  # a month's series windows are GBs: not kept in memory after
         return cube_id
 
@@ -247,20 +268,20 @@ def keep_fit_cube(con: duckdb.DuckDBPyConnection, dataset_id: int, rules: Sequen
     sql.materialize(con, "cube__series_of_signals", "cube_series_kept", signals=sorted(FIT_SIGNALS))
     con.execute("create or replace temp table cube_series as from cube_series_kept")
     con.execute("drop table cube_series_kept")
-    sql.materialize(con, "cube__build", "cube_new")
-    cube_id = _store_built(con, [dataset_id], FIT_WINDOW_S, REPLICA_LABELS, rules, FIT_SIGNALS)
+    _build(con, FIT_BUCKETS)
+    cube_id = _store_built(con, [dataset_id], FIT_WINDOW_S, REPLICA_LABELS, rules, FIT_SIGNALS, FIT_BUCKETS)
     empty_tables(con, _BUILD_TABLES)
     return cube_id
 
 
 def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
                  path_labels: Sequence[str], rules: Sequence[tuple[str, str]],
-                 signals: Sequence[str] | None = None) -> int:
+                 signals: Sequence[str] | None = None, buckets: Sequence[str] | None = None) -> int:
     cube_id = int(con.execute("select nextval('cube_ids')").fetchall()[0][0])
     store_rows(con, cube_id, "cube_new", window_s)
-    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals)
+    spec = cube_spec(dataset_ids, window_s, path_labels, rules, signals, buckets)
     con.execute("insert into cube_index (cube_key, cube_id, spec) values ($k, $id, $s)",
-                {"k": cube_key(dataset_ids, window_s, path_labels, rules, signals), "id": cube_id,
+                {"k": cube_key(dataset_ids, window_s, path_labels, rules, signals, buckets), "id": cube_id,
                  "s": json.dumps(spec)})
     return cube_id
 

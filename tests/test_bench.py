@@ -309,8 +309,9 @@ def test_a_build_in_replica_parts_is_the_whole_build(fleet: data.FleetInfo, whol
 def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Path, order: str) -> None:
     """The demand's and the capacity fit's cubes hold only the signals they read, from those series'
     samples alone: their rows are the full cube's rows of those signals, bit for bit (resets, repairs
-    and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal."""
-    from app.cube import FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube
+    and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal, and, in
+    the fit's, the bucket rows and repairs of the histograms whose buckets it does not read."""
+    from app.cube import FIT_BUCKETS, FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube
     from app.economics.demand import DEMAND_SIGNALS
 
     files = [whole]
@@ -320,17 +321,25 @@ def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Pat
     with Workspace(":memory:") as ws:
         assert load.load_file(ws, Path(files[0])).status == "loaded"
         cubes = "select count(*) from cube_index"
-        loaded = cube_frame(ws, ensure_cube(ws, None, 300, REPLICA_LABELS, signals=FIT_SIGNALS))
+        loaded = cube_frame(ws, ensure_cube(ws, None, 300, REPLICA_LABELS, signals=FIT_SIGNALS, buckets=FIT_BUCKETS))
         assert ws.con.execute(cubes).fetchone()[0] == 2  # the load kept the fit's cube beside its 5-minute one
         ws.con.execute("delete from cube_index where spec->>'signals' is not null")
-        for window_s, labels, signals in ((60, ["model_name"], DEMAND_SIGNALS), (300, REPLICA_LABELS, FIT_SIGNALS)):
-            part = cube_frame(ws, ensure_cube(ws, None, window_s, labels, signals=signals))
+        for window_s, labels, signals, buckets in ((60, ["model_name"], DEMAND_SIGNALS, None),
+                                                   (300, REPLICA_LABELS, FIT_SIGNALS, FIT_BUCKETS)):
+            part = cube_frame(ws, ensure_cube(ws, None, window_s, labels, signals=signals, buckets=buckets))
             if window_s == 300:  # the one the load kept (from its own pass over the samples) is the same
                 pd.testing.assert_frame_equal(loaded, part, check_exact=True)
             full = cube_frame(ws, ensure_cube(ws, None, window_s, labels))
             assert set(part["signal"].dropna()) == set(full["signal"].dropna()) & set(signals)
             assert {"ttft", "prompt_tokens", "generation_tokens"} <= set(part["signal"].dropna())
-            kept = full[full["signal"].isin(signals)].reset_index(drop=True)
+            kept = full[full["signal"].isin(signals)]
+            if buckets is not None:  # the TTFT histogram's count and sum, not its buckets
+                totals_only = ~full["signal"].isin(buckets) & (full["le"].notna() | full["stat"].eq("repairs"))
+                assert (kept["signal"].eq("ttft") & kept["le"].notna()).any()
+                kept = kept[~totals_only]
+                assert not (part["signal"].eq("ttft") & part["le"].notna()).any()
+                assert (part["signal"].eq("ttft") & part["stat"].eq("count")).any()
+            kept = kept.reset_index(drop=True)
             pd.testing.assert_frame_equal(part[part["stat"] != "replicas"].reset_index(drop=True), kept,
                                           check_exact=True)
             assert part["stat"].eq("resets").any() or window_s == 60  # the fleet's restarts are in it

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cube import FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube, parse_window
+from app.cube import FIT_BUCKETS, FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube, parse_window
 from app.load import load_file, load_frame
 from app.store import Workspace
 from tests.conftest import histogram, load, samples, ts
@@ -174,7 +174,7 @@ def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
     assert json.loads(spec) == {"datasets": [dataset_id], "window_s": 300, "path_labels": ["__model__"],
                                 "rules": []}
     assert json.loads(index[1][1]) == {"datasets": [dataset_id], "window_s": 300, "path_labels": REPLICA_LABELS,
-                                       "rules": [], "signals": sorted(FIT_SIGNALS)}
+                                       "rules": [], "signals": sorted(FIT_SIGNALS), "buckets": sorted(FIT_BUCKETS)}
     assert ensure_cube(ws, [dataset_id], 300) == kept  # found, not built
     assert ws.cursor().execute("select count(*) from cube_index").fetchone()[0] == 2
     frame = cube_frame(ws, kept)

@@ -43,7 +43,7 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from app import sql
-from app.cube import FIT_SIGNALS, FIT_WINDOW_S, REPLICA_LABELS, ensure_cube
+from app.cube import FIT_BUCKETS, FIT_SIGNALS, FIT_WINDOW_S, REPLICA_LABELS, ensure_cube
 from app.simulator.config import StepTime
 from app.store import Workspace
 
@@ -195,7 +195,7 @@ def scrape_intervals(ws: Workspace, dataset_ids: list[int]) -> pd.DataFrame:
 
 
 def replica_windows(ws: Workspace, dataset_ids: list[int], window_s: int = FIT_WINDOW_S) -> pd.DataFrame:
-    cube_id = ensure_cube(ws, dataset_ids, window_s, REPLICA_LABELS, signals=FIT_SIGNALS)
+    cube_id = ensure_cube(ws, dataset_ids, window_s, REPLICA_LABELS, signals=FIT_SIGNALS, buckets=FIT_BUCKETS)
     return sql.df(ws.cursor(), "capacity__replica_windows", cube_id=cube_id)
 
 
@@ -210,7 +210,7 @@ class EngineEvidence:
 
 
 def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
-    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS, signals=FIT_SIGNALS)
+    cube_id = ensure_cube(ws, dataset_ids, FIT_WINDOW_S, REPLICA_LABELS, signals=FIT_SIGNALS, buckets=FIT_BUCKETS)
     buckets = sql.df(ws.cursor(), "capacity__step_token_buckets", cube_id=cube_id)
     steps = buckets[buckets["signal"] == "iteration_tokens"][["le", "observations"]]
     lengths = buckets[buckets["signal"].isin(["prompt_tokens", "generation_tokens"]) & np.isfinite(buckets["le"])]
