@@ -309,10 +309,10 @@ def test_a_build_in_replica_parts_is_the_whole_build(fleet: data.FleetInfo, whol
 def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Path, order: str) -> None:
     """The demand's and the capacity fit's cubes hold only the signals they read, from those series'
     samples alone: their rows are the full cube's rows of those signals, bit for bit (resets, repairs
-    and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal, and, in
-    the fit's, the bucket rows and repairs of the histograms whose buckets it does not read."""
+    and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal, and the
+    bucket rows and repairs of the histograms whose buckets they do not read."""
     from app.cube import FIT_BUCKETS, FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube
-    from app.economics.demand import DEMAND_SIGNALS
+    from app.economics.demand import DEMAND_BUCKETS, DEMAND_SIGNALS
 
     files = [whole]
     if order == "scrape by scrape":  # the kept series' runs are then stretches with the others left out
@@ -324,7 +324,7 @@ def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Pat
         loaded = cube_frame(ws, ensure_cube(ws, None, 300, REPLICA_LABELS, signals=FIT_SIGNALS, buckets=FIT_BUCKETS))
         assert ws.con.execute(cubes).fetchone()[0] == 2  # the load kept the fit's cube beside its 5-minute one
         ws.con.execute("delete from cube_index where spec->>'signals' is not null")
-        for window_s, labels, signals, buckets in ((60, ["model_name"], DEMAND_SIGNALS, None),
+        for window_s, labels, signals, buckets in ((60, ["model_name"], DEMAND_SIGNALS, DEMAND_BUCKETS),
                                                    (300, REPLICA_LABELS, FIT_SIGNALS, FIT_BUCKETS)):
             part = cube_frame(ws, ensure_cube(ws, None, window_s, labels, signals=signals, buckets=buckets))
             if window_s == 300:  # the one the load kept (from its own pass over the samples) is the same
@@ -332,14 +332,12 @@ def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Pat
             full = cube_frame(ws, ensure_cube(ws, None, window_s, labels))
             assert set(part["signal"].dropna()) == set(full["signal"].dropna()) & set(signals)
             assert {"ttft", "prompt_tokens", "generation_tokens"} <= set(part["signal"].dropna())
-            kept = full[full["signal"].isin(signals)]
-            if buckets is not None:  # the TTFT histogram's count and sum, not its buckets
-                totals_only = ~full["signal"].isin(buckets) & (full["le"].notna() | full["stat"].eq("repairs"))
-                assert (kept["signal"].eq("ttft") & kept["le"].notna()).any()
-                kept = kept[~totals_only]
-                assert not (part["signal"].eq("ttft") & part["le"].notna()).any()
-                assert (part["signal"].eq("ttft") & part["stat"].eq("count")).any()
-            kept = kept.reset_index(drop=True)
+            # of the TTFT histogram (neither reads its buckets) the count and sum, not the bucket rows
+            assert (full["signal"].eq("ttft") & full["le"].notna()).any()
+            assert not (part["signal"].eq("ttft") & part["le"].notna()).any()
+            assert (part["signal"].eq("ttft") & part["stat"].eq("count")).any()
+            totals_only = ~full["signal"].isin(buckets) & (full["le"].notna() | full["stat"].eq("repairs"))
+            kept = full[full["signal"].isin(signals) & ~totals_only].reset_index(drop=True)
             pd.testing.assert_frame_equal(part[part["stat"] != "replicas"].reset_index(drop=True), kept,
                                           check_exact=True)
             assert part["stat"].eq("resets").any() or window_s == 60  # the fleet's restarts are in it

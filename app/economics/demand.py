@@ -33,6 +33,7 @@ DEMAND_WINDOW_S = 60
 # the signals the demand queries read: its 1-minute cube holds only these (at a 60 s scrape a full
 # 1-minute cube has a row per sample; these are about a fifth of a vLLM export's series)
 DEMAND_SIGNALS = ("ttft", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens", "generation_tokens")
+DEMAND_BUCKETS = ("prompt_tokens", "generation_tokens")  # of the TTFT histogram the demand reads count and sum
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
 SAMPLE_CHUNK = 1 << 18  # requests whose lengths are drawn at once (a dozen temporaries each)
@@ -257,7 +258,8 @@ def _bucket_shares(buckets: pd.DataFrame, grid: pd.DatetimeIndex, block: int = 1
 def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str],
                     max_model_len: int = 32768) -> Demand:
     """Reconstruct per-path demand of ``dataset_ids`` on a 1-minute grid."""
-    cube_id = ensure_cube(ws, dataset_ids, DEMAND_WINDOW_S, path_labels, signals=DEMAND_SIGNALS)
+    cube_id = ensure_cube(ws, dataset_ids, DEMAND_WINDOW_S, path_labels, signals=DEMAND_SIGNALS,
+                          buckets=DEMAND_BUCKETS)
     windows = sql.df(ws.cursor(), "demand__path_windows", cube_id=cube_id)
     if windows.empty:
         raise ValueError("no TTFT histogram: the demand per window cannot be reconstructed")
