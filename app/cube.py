@@ -116,9 +116,7 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
     # read in storage order, a series' neighbours are mostly beside it, and only the ends of its runs
     # need a sort (at 10 M samples a few thousand rows instead of all of them: 4x faster). When
     # the runs of a series overlap (exports that interleave or repeat samples), sort every sample.
-    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s))
-    sql.materialize(con, "cube__run_links", "cube_run_links")
-    presorted = bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
+    presorted = sample_pass(con, ids, window_s)
     # Windows no longer than the scrape interval hold one sample each: each window's row is its
     # sample's, with no per-window aggregate (a month's 60 s cube is tens of millions of windows)
     parts = _replica_parts(con)
@@ -137,6 +135,28 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
         _series_windows(con, "cube__series_windows", parts, dataset_ids=ids, window_s=int(window_s),
                         dedupe=True, presorted=False)
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
+
+
+# cube__sample_runs reads the samples in this many ranges of row ids side by side (its union)
+SAMPLE_RANGES = 4
+
+
+def sample_pass(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -> bool:
+    """The pass over the datasets' samples (``cube_sample_runs``, ``cube_run_links``); whether the runs
+    of every series are disjoint (the windows may then read the pass's neighbours)."""
+    lo, hi = sql.rows(con, "cube__sample_row_range", dataset_ids=ids)[0]
+    cuts = [lo + (hi - lo) * k // SAMPLE_RANGES for k in range(SAMPLE_RANGES + 1)]
+    # the ranges stream side by side only when the table they fill may take their rows in any order
+    # (the windows read the pass's neighbour columns, never its row order); this connection only
+    kept = con.execute("select current_setting('preserve_insertion_order')").fetchone()[0]
+    con.execute("set session preserve_insertion_order = false")
+    try:
+        sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s),
+                        row_cuts=cuts)
+    finally:
+        con.execute("set session preserve_insertion_order = " + ("true" if kept else "false"))
+    sql.materialize(con, "cube__run_links", "cube_run_links")
+    return bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
 
 
 # Kept samples per part of a large build's series windows. Over tens of millions of them the

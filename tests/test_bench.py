@@ -146,7 +146,7 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
 def _windows_both_ways(ws: Workspace, window_s: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """cube__series_windows as the cube build runs it, and the former formulation, on the same data."""
     from app.bench.reference import series_windows_by_sorting
-    from app.cube import build_into_temp
+    from app.cube import build_into_temp, sample_pass
 
     ids = ws.dataset_ids()
     build_into_temp(ws.con, ids, window_s, ["model_name"])
@@ -200,16 +200,14 @@ def test_edge_cases_equal_the_former_formulation(tmp_path: Path) -> None:
 def _windows_presorted_and_sorted(ws: Workspace, window_s: int) -> tuple[bool, pd.DataFrame, pd.DataFrame]:
     """Whether the build took the streaming pass, its cube__series_windows, and the same query sorting."""
     from app import sql
-    from app.cube import build_into_temp
+    from app.cube import build_into_temp, sample_pass
 
     ids = ws.dataset_ids()
     build_into_temp(ws.con, ids, window_s, ["model_name"])
     cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
     built = ws.con.execute(f"select {cols} from cube_series_windows order by series_id, window_start").df()
     # the build leaves the run tables empty: run the pass again to see which way it went
-    sql.materialize(ws.con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s)
-    sql.materialize(ws.con, "cube__run_links", "cube_run_links")
-    disjoint = ws.con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0]
+    disjoint = sample_pass(ws.con, ids, window_s)
     sql.materialize(ws.con, "cube__series_windows", "sorted_windows", dataset_ids=ids, window_s=window_s,
                     dedupe=False, presorted=False, replicas=None)
     by_sort = ws.con.execute(f"select {cols} from sorted_windows order by series_id, window_start").df()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from app import sql
 from app.bench.data import FleetShape, write_fleet_parquet
-from app.cube import cube_frame, ensure_cube
+from app.cube import cube_frame, ensure_cube, sample_pass
 from app.load import load_file
 from app.store import Workspace
 from tests.conftest import histogram, load, samples
@@ -29,9 +29,7 @@ def _both(ws: Workspace, window_s: int) -> tuple[bool, pd.DataFrame, pd.DataFram
     """(sparse?, the aggregate's rows, the sample-by-sample rows) of every series at ``window_s``."""
     con, ids = ws.con, ws.dataset_ids()
     sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=["model_name"])
-    sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=window_s)
-    sql.materialize(con, "cube__run_links", "cube_run_links")
-    assert con.execute("select bool_and(disjoint) from cube_run_links").fetchone()[0]
+    assert sample_pass(con, ids, window_s)
     sparse = bool(sql.rows(con, "cube__sparse_windows", window_s=window_s)[0][0])
     general = sql.df(con, "cube__series_windows", dataset_ids=ids, window_s=window_s, dedupe=False, presorted=True,
                      replicas=None)

@@ -28,6 +28,7 @@ DUMMY = {
     "BOOLEAN": True,
     "TIMESTAMP": datetime(2023, 11, 14, 22, 0, 0),
     "INTEGER[]": [1],
+    "BIGINT[]": [0, 1, 2, 3, 4],
     "VARCHAR[]": ["model_name"],
     "DOUBLE[]": [0.5],
     "JSON": "{}",
