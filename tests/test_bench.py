@@ -146,7 +146,7 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
 def _windows_both_ways(ws: Workspace, window_s: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """cube__series_windows as the cube build runs it, and the former formulation, on the same data."""
     from app.bench.reference import series_windows_by_sorting
-    from app.cube import build_into_temp, sample_pass
+    from app.cube import build_into_temp
 
     ids = ws.dataset_ids()
     build_into_temp(ws.con, ids, window_s, ["model_name"])
