@@ -164,6 +164,7 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
+    notes.extend(checks.time_range_notes(con, where_word(staged.format), t_min, t_max))
     report = LoadReport(
         file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,
         format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=iso_utc(t_min),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -112,6 +113,28 @@ def test_a_frame_goes_through_the_checks_a_file_does(ws: Workspace) -> None:
                       ("vllm:time_to_first_token_seconds_bucket", 5, 1 + 3 + 2 + 4 + 6),  # 0.5 (one dropped), +Inf
                       ("vllm:time_to_first_token_seconds_count", 3, 12.0),
                       ("vllm:time_to_first_token_seconds_sum", 3, pytest.approx(2.4))]
+
+
+def test_samples_dated_in_the_future_or_before_2000_are_kept_with_a_note(ws: Workspace, tmp_path: Path) -> None:
+    """The time-range notes come from the stored dataset's range, and name the first line of each."""
+    future = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+    path = tmp_path / "clocks.csv"
+    path.write_text("timestamp,metric,model_name,value\n"
+                    "2026-11-29T10:00:00Z,vllm:num_requests_running,m,1\n"
+                    "1999-12-31T23:00:00Z,vllm:num_requests_running,m,2\n"
+                    f"{future:%Y-%m-%dT%H:%M:%S}Z,vllm:num_requests_running,m,3\n"
+                    "1970-01-01T00:10:00Z,vllm:num_requests_running,m,4\n")
+    report = load_file(ws, path)
+    assert report.status == "loaded" and report.samples == 4
+    day = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+    assert [n for n in report.notes if "dated" in n] == [
+        f"1 sample(s) are dated in the future (after {day}; the latest {future.replace(tzinfo=None).isoformat()}Z, "
+        "first on line 4): kept as they are; check the exporter's clock or the timestamp unit",
+        "2 sample(s) are dated before 2000 (the earliest 1970-01-01T00:10:00Z, first on line 3): kept as they are; "
+        "times since a process start, or seconds read as milliseconds?"]
+    plain = tmp_path / "plain.csv"
+    plain.write_text("timestamp,metric,model_name,value\n2026-11-29T10:00:00Z,vllm:num_requests_running,m,1\n")
+    assert not [n for n in load_file(ws, plain).notes if "dated" in n]
 
 
 def test_a_frame_of_nothing_usable_is_refused(ws: Workspace) -> None:

@@ -14,7 +14,9 @@ Each finding is dropped, repaired or kept with a note saying which, naming the s
   request counts from ``_count``), with a note;
 - a ``# TYPE`` the samples contradict (a "gauge" whose samples are ``_bucket``/``_count``/``_sum``:
   read as the histogram they are, as Prometheus would store them);
-- samples dated more than a day after the load or before 2000: kept, with a note.
+- samples dated more than a day after the load or before 2000: kept, with a note (``time_range_notes``,
+  run by the load once the samples are stored, from the dataset's time range: the staged samples,
+  spilled to disk at a month's size, are read again only when that range leaves those bounds).
 
 Duplicate samples (two values of one series at one instant) and non-monotone buckets are found by
 the cube the load builds; ``app.load`` words those.
@@ -32,6 +34,7 @@ from app.ingest.text import shorten
 
 MAX_EXAMPLES = 3
 FUTURE_SLACK = timedelta(days=1)
+PAST = datetime(2000, 1, 1)  # no LLM server exported metrics before (ingest__check_time_range)
 _WHERE = {"prometheus-api-json": "series", "parquet": "row", "frame": "row"}
 _REASONS = {
     "time": "a timestamp outside the years 1 to 9999",
@@ -57,7 +60,6 @@ def check(con: duckdb.DuckDBPyConnection, src: Source, staged: Staged) -> None:
     _missing_inf(con, staged.notes)
     _count_vs_inf(con, unit, staged.notes)
     _type_mismatch(con, staged.notes)
-    _time_range(con, unit, staged.notes)
     if n_before and not con.execute("select count(*) from stage_points").fetchone()[0]:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in staged.notes if "dropped" in n))
 
@@ -132,10 +134,16 @@ def _type_mismatch(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
                          "_sum suffix, which every histogram sample has: kept as an untyped series")
 
 
-def _time_range(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> None:
+def time_range_notes(con: duckdb.DuckDBPyConnection, unit: str, t_min: datetime | None,
+                     t_max: datetime | None) -> list[str]:
+    """The notes on staged samples dated in the future (more than a day after now) or before 2000,
+    given the time range of the staged samples (``t_min``, ``t_max``): none within those bounds."""
     future = datetime.now(UTC).replace(tzinfo=None) + FUTURE_SLACK
+    if t_min is None or t_max is None or (t_max <= future and t_min >= PAST):
+        return []
     n_future, future_line, latest, n_past, past_line, earliest = sql.rows(
         con, "ingest__check_time_range", future=future)[0]
+    notes = []
     if n_future:
         notes.append(f"{n_future} sample(s) are dated in the future (after {future:%Y-%m-%d}; the latest "
                      f"{latest.isoformat()}Z, first on {unit} {future_line}): kept as they are; check the "
@@ -144,6 +152,7 @@ def _time_range(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> 
         notes.append(f"{n_past} sample(s) are dated before 2000 (the earliest {earliest.isoformat()}Z, first on "
                      f"{unit} {past_line}): kept as they are; times since a process start, or seconds read as "
                      "milliseconds?")
+    return notes
 
 
-__all__ = ["check", "where_word"]
+__all__ = ["check", "time_range_notes", "where_word"]
