@@ -137,7 +137,9 @@ def _windows_of_samples(con: duckdb.DuckDBPyConnection, ids: list[int], window_s
     empty_tables(con, ("cube_sample_runs", "cube_run_links"))
 
 
-# cube__sample_runs reads the samples in this many ranges of row ids side by side (its union)
+# cube__sample_runs reads the samples in four ranges of row ids side by side (the branches of its
+# union); SAMPLE_RANGES of them hold rows (1 to 4: fewer leave the last ones empty)
+_QUERY_RANGES = 4
 SAMPLE_RANGES = 4
 
 
@@ -145,7 +147,7 @@ def sample_pass(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -
     """The pass over the datasets' samples (``cube_sample_runs``, ``cube_run_links``); whether the runs
     of every series are disjoint (the windows may then read the pass's neighbours)."""
     lo, hi = sql.rows(con, "cube__sample_row_range", dataset_ids=ids)[0]
-    cuts = [lo + (hi - lo) * k // SAMPLE_RANGES for k in range(SAMPLE_RANGES + 1)]
+    cuts = [lo + (hi - lo) * min(k, SAMPLE_RANGES) // SAMPLE_RANGES for k in range(_QUERY_RANGES + 1)]
     # the ranges stream side by side only when the table they fill may take their rows in any order
     # (the windows read the pass's neighbour columns, never its row order); this connection only
     kept = con.execute("select current_setting('preserve_insertion_order')").fetchone()[0]
@@ -154,7 +156,8 @@ def sample_pass(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int) -
         sql.materialize(con, "cube__sample_runs", "cube_sample_runs", dataset_ids=ids, window_s=int(window_s),
                         row_cuts=cuts)
     finally:
-        con.execute("set session preserve_insertion_order = " + ("true" if kept else "false"))
+        if kept:
+            con.execute("set session preserve_insertion_order = true")
     sql.materialize(con, "cube__run_links", "cube_run_links")
     return bool(con.execute("select coalesce(bool_and(disjoint), true) from cube_run_links").fetchone()[0])
 

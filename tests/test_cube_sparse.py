@@ -76,6 +76,26 @@ def test_a_60_s_scrape_in_60_s_windows_is_the_aggregates_rows(fleet: Path) -> No
         assert not _both(ws, 120)[0]
 
 
+@pytest.mark.parametrize("window_s", [60, 300])
+def test_the_pass_in_ranges_is_the_pass_in_one(fleet: Path, monkeypatch: pytest.MonkeyPatch, window_s: int) -> None:
+    """cube__sample_runs reads the samples in ranges of row ids side by side: a range's ends only end
+    runs, which the run links join, so every series' windows are those of one range; and the
+    connection keeps the insertion order it had (a load stores a file in its order)."""
+    from app import cube
+
+    with Workspace(":memory:") as ws:
+        assert load_file(ws, fleet).status == "loaded"
+        cols = "series_id, window_start, increase, resets, gauge_min, gauge_sum, gauge_n, gauge_max, first_counted"
+        built = {}
+        for ranges in (1, 3, 4):
+            monkeypatch.setattr(cube, "SAMPLE_RANGES", ranges)
+            cube.build_into_temp(ws.con, ws.dataset_ids(), window_s, ["model_name"])
+            built[ranges] = ws.con.execute(f"select {cols} from cube_series_windows order by all").df()
+            assert ws.con.execute("select current_setting('preserve_insertion_order')").fetchone()[0] is True
+        _assert_same(built[1], built[4])
+        _assert_same(built[1], built[3])
+
+
 def test_the_cube_of_a_60_s_scrape_is_the_same_by_either_pass(fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ensure_cube takes the sample-by-sample pass when it applies: the cube it stores is the one the
     aggregate gives (counts exactly; `_sum` and gauge sums to the order of a float sum)."""
