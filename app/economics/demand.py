@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 from numba import njit
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from app import sql
 from app.cube import ensure_cube
@@ -133,24 +133,53 @@ class LengthDistribution:
             del u, row
         else:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
-        edges = self._edges()
-        dist = stats.lognorm(s=self.sigma, scale=math.exp(self.mu))
+        lower, upper = self._edges()
+        scale = math.exp(self.mu)
+        dist = stats.lognorm(s=self.sigma, scale=scale)
         # the fit's CDF at each bucket's edges, once per bucket rather than once per request
-        edge_cdfs = [dist.cdf(e) for e in edges]
+        lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
         u = rng.uniform(size=n)
         out = np.empty(n, dtype=np.int64)
-        for a in range(0, n, SAMPLE_CHUNK):  # a chunk at a time: a dozen temporaries per request
+        for a in range(0, n, SAMPLE_CHUNK):  # a chunk at a time
             part = slice(a, a + SAMPLE_CHUNK)
-            lower, upper = (e[bucket[part]] for e in edges)
-            lo_cdf, hi_cdf = (c[bucket[part]] for c in edge_cdfs)
-            # where the fit puts no mass inside the bucket, fall back to uniform inside it
-            flat = hi_cdf - lo_cdf < 1e-12
-            v = u[part]
-            x = np.where(flat, lower + v * (upper - lower), dist.ppf(lo_cdf + v * np.where(flat, 0, hi_cdf - lo_cdf)))
-            if self.spread != 1.0:
-                x = np.minimum(lower + self.spread * (x - lower), upper)
-            out[part] = np.clip(np.rint(x), 1, self.max_len)
+            # the fit's quantile at each request's share inside its bucket: what ``dist.ppf`` computes
+            # for 0 < q < 1, exp(sigma * ndtri(q)) * scale, without scipy's per-call checks and copies
+            x = special.ndtri(_shares_in_buckets(bucket[part], u[part], lo_cdf, hi_cdf))
+            x *= self.sigma
+            np.exp(x, out=x)
+            x *= scale
+            out[part] = _lengths_in_buckets(bucket[part], u[part], x, lower, upper, lo_cdf, hi_cdf, self.spread,
+                                            self.max_len)
         return out
+
+
+@njit(cache=True)
+def _shares_in_buckets(bucket: np.ndarray, v: np.ndarray, lo_cdf: np.ndarray, hi_cdf: np.ndarray) -> np.ndarray:
+    """Per request the fit's CDF at its draw ``v`` inside its bucket (the bucket's lower CDF where the
+    fit puts no mass inside it)."""
+    q = np.empty(v.shape[0])
+    for i in range(v.shape[0]):
+        b = bucket[i]
+        mass = hi_cdf[b] - lo_cdf[b]
+        q[i] = lo_cdf[b] + v[i] * (0.0 if mass < 1e-12 else mass)
+    return q
+
+
+@njit(cache=True)
+def _lengths_in_buckets(bucket: np.ndarray, v: np.ndarray, quantile: np.ndarray, lower: np.ndarray,
+                        upper: np.ndarray, lo_cdf: np.ndarray, hi_cdf: np.ndarray, spread: float,
+                        max_len: int) -> np.ndarray:
+    """Per request its length: the fit's quantile, or uniform inside the bucket where the fit puts no
+    mass there, spread about the bucket's lower bound, rounded and kept within 1..``max_len``."""
+    out = np.empty(v.shape[0], dtype=np.int64)
+    for i in range(v.shape[0]):
+        b = bucket[i]
+        lo, hi = lower[b], upper[b]
+        x = lo + v[i] * (hi - lo) if hi_cdf[b] - lo_cdf[b] < 1e-12 else quantile[i]
+        if spread != 1.0:
+            x = min(lo + spread * (x - lo), hi)
+        out[i] = int(min(max(np.rint(x), 1.0), float(max_len)))
+    return out
 
 
 @njit(cache=True)
