@@ -115,6 +115,34 @@ def test_a_frame_goes_through_the_checks_a_file_does(ws: Workspace) -> None:
                       ("vllm:time_to_first_token_seconds_sum", 3, pytest.approx(2.4))]
 
 
+def test_count_against_inf_compares_what_the_load_keeps(ws: Workspace) -> None:
+    """A `_count` that differs from its +Inf bucket is noted at the scrapes that differ among the samples
+    the load keeps: a NaN `_count` (dropped) is not one of them, and a histogram whose +Inf bucket its
+    `_count` repaired never differs."""
+    labels = {"model_name": "m"}
+    hist = histogram("vllm:e2e_request_latency_seconds", labels, ["1", "+Inf"],
+                     [(0, [1, 2], 0.4), (15, [2, 4], 0.8), (30, [3, 6], 1.2), (45, [4, 8], 1.6)])
+    for r in hist:
+        if r["metric"].endswith("_count") and r["ts"] == T0 + 15:
+            r["value"] = 5.0  # differs from +Inf (4)
+        if r["metric"].endswith("_count") and r["ts"] == T0 + 30:
+            r["value"] = float("nan")  # dropped, so not compared
+    repaired = histogram("vllm:time_to_first_token_seconds", labels, ["0.5", "+Inf"],
+                         [(0, [1, 2], 0.4), (15, [3, 4], 0.8)])
+    rows = hist + [r for r in repaired if r["labels"].get("le") != "+Inf"]
+    report = load_frame(ws, pd.DataFrame(rows), "pairs")
+    assert report.status == "loaded", report.errors
+    assert report.notes[0].startswith("dropped 1 sample(s) with a NaN or infinite value: "
+                                      'vllm:e2e_request_latency_seconds_count{model_name="m"} = NaN')
+    assert report.notes[1].startswith("1 histogram(s) have no +Inf bucket")
+    count_line = next(i for i, r in enumerate(rows, 1)
+                      if r["metric"].endswith("_count") and r["ts"] == T0 + 15)
+    assert report.notes[2] == (
+        "_count differs from the +Inf bucket at 1 scrape(s): "
+        f'vllm:e2e_request_latency_seconds{{model_name="m"}} at {ts(15).isoformat()}Z (row {count_line}): '
+        "_count 5, +Inf bucket 4; both kept as they are (shares use the buckets, request counts use _count)")
+
+
 def test_samples_dated_in_the_future_or_before_2000_are_kept_with_a_note(ws: Workspace, tmp_path: Path) -> None:
     """The time-range notes come from the stored dataset's range, and name the first line of each."""
     future = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
