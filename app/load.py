@@ -164,6 +164,11 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
+    dropped = checks.bad_point_notes(con, where_word(staged.format), n_points, n_samples)
+    if n_points and not n_samples:
+        raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
+    notes = dropped + notes
+    notes.extend(checks.count_vs_inf_notes(con, where_word(staged.format), dataset_id))
     notes.extend(checks.time_range_notes(con, where_word(staged.format), t_min, t_max))
     report = LoadReport(
         file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,

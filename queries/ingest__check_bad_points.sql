@@ -2,9 +2,10 @@
 -- purpose: the staged samples no number may be computed from, whatever the format: a time outside
 --   the years 1 to 9999 (NULL from the reader); a value that is NaN or infinite (except a summary's
 --   quantile, where NaN means "no observation yet"); a negative value of a series that only counts
---   up (a counter's `_total`, a histogram's or summary's `_bucket`/`_count`). A counter with such a
---   value would turn into a false reset or an infinite increase; the load drops these samples and
---   says which (app.ingest.checks).
+--   up (a counter's `_total`, a histogram's or summary's `_bucket`/`_count`): macro bad_point_reason.
+--   A counter with such a value would turn into a false reset or an infinite increase; the load
+--   stores none of them (ingest__insert_samples) and, when it stored fewer samples than it staged,
+--   says which (app.ingest.checks.bad_point_notes).
 -- grain: one row per bad sample
 -- reads: stage_series, stage_points
 -- @returns series_key VARCHAR, series VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT, reason VARCHAR
@@ -20,12 +21,7 @@ judged as (
     select
         c.*,
         series_text(s.metric, s.labels) as series,
-        case
-            when c.ts is null then 'time'
-            when not isfinite(c.value) and not (s.mtype = 'summary' and s.suffix = '') then 'value'
-            when c.value < 0 and s.suffix in ('bucket', 'count', 'total')
-                and s.mtype in ('counter', 'histogram', 'gaugehistogram', 'summary') then 'negative'
-        end as reason
+        bad_point_reason(c.ts, c.value, s.mtype, s.suffix) as reason
     from candidates as c
     inner join stage_series as s using (series_key)
 ),

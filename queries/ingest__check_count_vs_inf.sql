@@ -1,23 +1,16 @@
 -- name: ingest__check_count_vs_inf
 -- purpose: the scrapes at which a histogram's `_count` differs from its `+Inf` bucket (the two hold
---   the same number by definition), first line first
+--   the same number by definition), first line first, among the histograms $group_ids (those
+--   ingest__count_inf_differing finds)
 -- grain: one row per (histogram label set, time) where they differ, the first `max_rows` only
--- reads: stage_series, stage_points
+-- reads: count_inf_pairs, stage_points
 -- @param max_rows BIGINT  how many to return
+-- @param group_ids UBIGINT[]  the histograms (label sets) to compare
 -- @returns series VARCHAR, ts TIMESTAMP, count_value DOUBLE, inf_value DOUBLE, src_line BIGINT, n_bad BIGINT
 with
 pairs as (
-    select
-        c.group_id,
-        any_value(c.series_key) filter (where c.suffix = 'count') as count_key,
-        any_value(c.series_key) filter (where c.suffix = 'bucket') as inf_key,
-        any_value(series_text(c.family, c.labels)) filter (where c.suffix = 'count') as series
-    from stage_series as c
-    where c.mtype in ('histogram', 'gaugehistogram')
-        and (c.suffix = 'count' or (c.suffix = 'bucket' and c.le = 'Infinity'::double))
-    group by c.group_id
-    having count(*) filter (where c.suffix = 'count') = 1
-        and count(*) filter (where c.suffix = 'bucket') = 1
+    -- the histograms to compare (of ingest__count_inf_pairs)
+    select * from count_inf_pairs where list_contains($group_ids, group_id)
 ),
 
 roles as (

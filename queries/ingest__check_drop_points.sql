@@ -1,6 +1,8 @@
 -- name: ingest__check_drop_points
 -- purpose: remove the samples `ingest__check_bad_points` found (materialized as check_bad_points)
---   from the staged samples
+--   from the staged samples (the store never took them), so that what reads the staged samples
+--   after the load stored them (notes on duplicates, time range, `_count` against `+Inf`) sees what
+--   it stored
 -- grain: DML; deletes one row per bad sample
 -- reads: check_bad_points, stage_points
 delete from stage_points as p

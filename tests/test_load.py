@@ -118,7 +118,8 @@ def test_a_frame_goes_through_the_checks_a_file_does(ws: Workspace) -> None:
 def test_count_against_inf_compares_what_the_load_keeps(ws: Workspace) -> None:
     """A `_count` that differs from its +Inf bucket is noted at the scrapes that differ among the samples
     the load keeps: a NaN `_count` (dropped) is not one of them, and a histogram whose +Inf bucket its
-    `_count` repaired never differs."""
+    `_count` repaired never differs, nor does one whose +Inf bucket misses a scrape its `_count` has
+    (no scrape holds two different values)."""
     labels = {"model_name": "m"}
     hist = histogram("vllm:e2e_request_latency_seconds", labels, ["1", "+Inf"],
                      [(0, [1, 2], 0.4), (15, [2, 4], 0.8), (30, [3, 6], 1.2), (45, [4, 8], 1.6)])
@@ -129,7 +130,9 @@ def test_count_against_inf_compares_what_the_load_keeps(ws: Workspace) -> None:
             r["value"] = float("nan")  # dropped, so not compared
     repaired = histogram("vllm:time_to_first_token_seconds", labels, ["0.5", "+Inf"],
                          [(0, [1, 2], 0.4), (15, [3, 4], 0.8)])
+    gap = histogram("vllm:request_queue_time_seconds", labels, ["1", "+Inf"], [(0, [1, 2], 0.4), (15, [2, 4], 0.8)])
     rows = hist + [r for r in repaired if r["labels"].get("le") != "+Inf"]
+    rows += [r for r in gap if not (r["labels"].get("le") == "+Inf" and r["ts"] == T0 + 15)]
     report = load_frame(ws, pd.DataFrame(rows), "pairs")
     assert report.status == "loaded", report.errors
     assert report.notes[0].startswith("dropped 1 sample(s) with a NaN or infinite value: "

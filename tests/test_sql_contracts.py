@@ -29,6 +29,7 @@ DUMMY = {
     "TIMESTAMP": datetime(2023, 11, 14, 22, 0, 0),
     "INTEGER[]": [1],
     "BIGINT[]": [0, 1, 2, 3, 4],
+    "UBIGINT[]": [1],
     "VARCHAR[]": ["model_name"],
     "DOUBLE[]": [0.5],
     "JSON": "{}",
@@ -44,6 +45,8 @@ def bound_ws() -> Iterator[Workspace]:
     rows = histogram("vllm:time_to_first_token_seconds", labels, ["0.5", "+Inf"],
                      [(0, [1, 2], 0.3), (60, [3, 5], 1.1)])
     rows += samples("vllm:num_requests_running", labels, [(0, 1), (60, 2)])
+    # a NaN counter sample: the load judges the staged samples (check_bad_points) only when it drops one
+    rows += samples("vllm:prompt_tokens_total", labels, [(0, 5), (60, float("nan"))])
     load(w, rows)
     # the readers' queries read the reader's TEMP tables: loading one small file of each format
     # leaves them behind on this connection

@@ -7,11 +7,13 @@ Each finding is dropped, repaired or kept with a note saying which, naming the s
 
 - samples whose time is outside the years 1 to 9999, whose value is NaN or infinite (a summary's
   quantile excepted), or negative in a series that only counts up (counter, bucket, ``_count``):
-  dropped, because a counter holding one would make a false reset or an infinite increase;
+  dropped, because a counter holding one would make a false reset or an infinite increase (the
+  load's insert leaves them out, and ``bad_point_notes`` words them when there were any);
 - a histogram with buckets but no ``+Inf`` bucket: its ``_count`` stands in (the same number by
   definition: repaired), or, without one, its buckets are dropped (no total to take a share of);
 - a ``_count`` that differs from its ``+Inf`` bucket: kept as it is (shares come from the buckets,
-  request counts from ``_count``), with a note;
+  request counts from ``_count``), with a note (``count_vs_inf_notes``, run by the load once the
+  samples are stored: those find the histograms to compare, without a pass over every staged pair);
 - a ``# TYPE`` the samples contradict (a "gauge" whose samples are ``_bucket``/``_count``/``_sum``:
   read as the histogram they are, as Prometheus would store them);
 - samples dated more than a day after the load or before 2000: kept, with a note (``time_range_notes``,
@@ -49,16 +51,14 @@ def where_word(fmt: str) -> str:
 
 
 def check(con: duckdb.DuckDBPyConnection, src: Source, staged: Staged) -> None:
-    """Run every check on the staged file, dropping or repairing what must not be used, and append
-    the notes to ``staged.notes``; raise ``IngestError`` when no sample is left."""
-    unit = where_word(staged.format)
+    """Run the checks on the staged file that repair or drop what must not be used, and append the
+    notes to ``staged.notes``; raise ``IngestError`` when no sample is left. The samples no number may
+    be computed from are left out by the load's insert (``bad_point_notes`` words them)."""
     # the classified series the load stores too (made once: 4 s at 10^6 series)
     sql.materialize(con, "ingest__staged_series", "stage_series")
     staged.series_staged = True
     n_before = con.execute("select count(*) from stage_points").fetchone()[0]
-    _bad_points(con, unit, staged.notes)
     _missing_inf(con, staged.notes)
-    _count_vs_inf(con, unit, staged.notes)
     _type_mismatch(con, staged.notes)
     if n_before and not con.execute("select count(*) from stage_points").fetchone()[0]:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in staged.notes if "dropped" in n))
@@ -70,12 +70,17 @@ def _value_text(value: float | None) -> str:
     return f"{value:g}".replace("inf", "Inf").replace("nan", "NaN")
 
 
-def _bad_points(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> int:
+def bad_point_notes(con: duckdb.DuckDBPyConnection, unit: str, n_staged: int, n_stored: int) -> list[str]:
+    """The notes on the samples no number may be computed from, which the load's insert left out
+    (macro bad_point_reason), run once the samples are stored: none when it stored every staged
+    sample; else the staged samples are judged again (``ingest__check_bad_points``) for the notes, and
+    those dropped from them too. A check of the staged samples before the insert cost a pass over
+    all of them, spilled to disk at a month's size (9 s of the month's load), to find usually none."""
+    if n_stored == n_staged:
+        return []
     sql.materialize(con, "ingest__check_bad_points", "check_bad_points")
-    rows = sql.rows(con, "ingest__check_bad_summary", n=MAX_EXAMPLES)
-    total = 0
-    for reason, n, examples in rows:
-        total += n
+    notes = []
+    for reason, n, examples in sql.rows(con, "ingest__check_bad_summary", n=MAX_EXAMPLES):
         shown = "; ".join(
             f"{shorten(e['series'], 100)} = {_value_text(e['value'])}"
             + (f" at {e['ts'].isoformat()}Z" if e["ts"] is not None and reason != "time" else "")
@@ -83,9 +88,8 @@ def _bad_points(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> 
             for e in examples)
         more = f" and {n - len(examples)} more" if n > len(examples) else ""
         notes.append(f"dropped {n} sample(s) with {_REASONS[reason]}: {shown}{more}")
-    if total:
-        sql.execute(con, "ingest__check_drop_points")
-    return total
+    sql.execute(con, "ingest__check_drop_points")
+    return notes
 
 
 def _missing_inf(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
@@ -112,16 +116,24 @@ def _names(series: list[str]) -> str:
     return ", ".join(shorten(s, 100) for s in series[:MAX_EXAMPLES]) + more
 
 
-def _count_vs_inf(con: duckdb.DuckDBPyConnection, unit: str, notes: list[str]) -> None:
-    rows = sql.rows(con, "ingest__check_count_vs_inf", max_rows=MAX_EXAMPLES)
-    if not rows:
-        return
+def count_vs_inf_notes(con: duckdb.DuckDBPyConnection, unit: str, dataset_id: int) -> list[str]:
+    """The note on the scrapes where a histogram's ``_count`` differs from its ``+Inf`` bucket, run by
+    the load once the checked samples are stored: the stored samples find the histograms that differ
+    at all (``ingest__count_inf_differing``), and only those are compared on the staged samples, which
+    name the lines (at a month's size they are spilled to disk)."""
+    sql.materialize(con, "ingest__count_inf_pairs", "count_inf_pairs")
+    differing = [group_id for (group_id,) in sql.rows(con, "ingest__count_inf_differing", dataset_id=dataset_id)]
+    if not differing:
+        return []
+    rows = sql.rows(con, "ingest__check_count_vs_inf", max_rows=MAX_EXAMPLES, group_ids=differing)
+    if not rows:  # e.g. one series has a scrape the other lacks: no scrape holds two different values
+        return []
     shown = "; ".join(f"{shorten(series, 100)} at {ts.isoformat()}Z ({unit} {line}): _count {_value_text(c)}, "
                       f"+Inf bucket {_value_text(i)}" for series, ts, c, i, line, _ in rows)
     n_bad = rows[0][-1]
     more = f" and {n_bad - len(rows)} more" if n_bad > len(rows) else ""
-    notes.append(f"_count differs from the +Inf bucket at {n_bad} scrape(s): {shown}{more}; both kept as they "
-                 "are (shares use the buckets, request counts use _count)")
+    return [f"_count differs from the +Inf bucket at {n_bad} scrape(s): {shown}{more}; both kept as they are "
+            "(shares use the buckets, request counts use _count)"]
 
 
 def _type_mismatch(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
@@ -155,4 +167,4 @@ def time_range_notes(con: duckdb.DuckDBPyConnection, unit: str, t_min: datetime 
     return notes
 
 
-__all__ = ["check", "time_range_notes", "where_word"]
+__all__ = ["bad_point_notes", "check", "count_vs_inf_notes", "time_range_notes", "where_word"]
