@@ -2,7 +2,7 @@
 -- purpose: the histograms of a stored dataset (the pairs of ingest__count_inf_pairs) whose `_count`
 --   and `+Inf` bucket do not hold the same (time, value) samples: each of the two series' samples
 --   counted and their 64-bit hashes summed (an exact integer sum, in no set order); equal counts
---   and sums mean the same samples, bar a hash collision (odds about 2^-64 a histogram).
+--   and sums mean the same samples, bar a chance match of the sums (odds about 2^-64 a histogram).
 --   ingest__check_count_vs_inf compares only these scrape by scrape, on the staged samples with
 --   their lines. The stored samples are the staged ones the checks kept (bad points left out, a
 --   missing `+Inf` repaired), compressed: one read of them instead of a comparison of every staged

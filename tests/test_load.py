@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.cube import cube_frame, ensure_cube
 from app.load import SUMMARY_WINDOW_S, load_file, load_files, load_frame
@@ -174,3 +176,37 @@ def test_a_frame_of_nothing_usable_is_refused(ws: Workspace) -> None:
     assert report.status == "failed"
     assert report.errors[0].startswith("all-nan: no samples left: dropped 2 sample(s) with a NaN or infinite value")
     assert ws.dataset_ids() == []
+
+
+_COUNT_EDITS = st.lists(st.sampled_from(["same", "differs", "nan", "no_inf", "no_count", "negative_inf"]),
+                        min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(edits=_COUNT_EDITS)
+def test_the_count_against_inf_note_counts_the_differing_kept_scrapes(edits: list[str]) -> None:
+    """Whatever the edits to a histogram's `_count` and `+Inf` samples, the note counts exactly the
+    scrapes where both are kept (neither dropped as a bad point nor missing) and differ: what the
+    stored samples' sums of hashes find is then compared scrape by scrape."""
+    labels = {"model_name": "m"}
+    rows: list[dict] = []
+    expected = 0
+    for k, edit in enumerate(edits):
+        t = 15 * k
+        good = float(k + 1)
+        count = {"differs": good + 0.5, "nan": float("nan")}.get(edit, good)
+        inf = -1.0 if edit == "negative_inf" else good
+        rows += samples("vllm:e2e_request_latency_seconds_bucket", {**labels, "le": "1"}, [(t, 0.0)])
+        if edit != "no_inf":
+            rows += samples("vllm:e2e_request_latency_seconds_bucket", {**labels, "le": "+Inf"}, [(t, inf)])
+        if edit != "no_count":
+            rows += samples("vllm:e2e_request_latency_seconds_count", labels, [(t, count)])
+        expected += edit == "differs"
+    with Workspace(":memory:") as w:
+        report = load_frame(w, pd.DataFrame(rows), "edits")
+    assert report.status == "loaded", report.errors
+    noted = [n for n in report.notes if n.startswith("_count differs from the +Inf bucket")]
+    if expected:
+        assert len(noted) == 1 and noted[0].startswith(f"_count differs from the +Inf bucket at {expected} scrape(s)")
+    else:
+        assert noted == []
