@@ -164,19 +164,20 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
-    dropped = checks.bad_point_notes(con, where_word(staged.format), n_points, n_samples)
+    unit = where_word(staged.format)
+    dropped = checks.bad_point_notes(con, unit, n_points, n_samples)
     if n_points and not n_samples:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
     notes = dropped + notes
-    notes.extend(checks.count_vs_inf_notes(con, where_word(staged.format), dataset_id))
-    notes.extend(checks.time_range_notes(con, where_word(staged.format), t_min, t_max))
+    notes.extend(checks.count_vs_inf_notes(con, unit, dataset_id))
+    notes.extend(checks.time_range_notes(con, unit, t_min, t_max))
     report = LoadReport(
         file=src.display, status="loaded", dataset=unique_name(con, name), dataset_id=dataset_id,
         format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=iso_utc(t_min),
         end=iso_utc(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
     )
     describe_dataset(con, dataset_id, report)
-    _duplicate_notes(con, report, where_word(staged.format))
+    _duplicate_notes(con, report, unit)
     if SUMMARY_WINDOW_S == cube.FIT_WINDOW_S:  # the summary's sample pass serves the capacity fit's cube too
         cube.keep_fit_cube(con, dataset_id, path_mapping(con)[1])
     insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,

@@ -74,8 +74,8 @@ def bad_point_notes(con: duckdb.DuckDBPyConnection, unit: str, n_staged: int, n_
     """The notes on the samples no number may be computed from, which the load's insert left out
     (macro bad_point_reason), run once the samples are stored: none when it stored every staged
     sample; else the staged samples are judged again (``ingest__check_bad_points``) for the notes, and
-    those dropped from them too. A check of the staged samples before the insert cost a pass over
-    all of them, spilled to disk at a month's size (9 s of the month's load), to find usually none."""
+    those dropped from them too, for what reads them later. Judging every staged sample up front
+    would read them all again (spilled to disk at a month's size) to find usually none."""
     if n_stored == n_staged:
         return []
     sql.materialize(con, "ingest__check_bad_points", "check_bad_points")
