@@ -148,7 +148,9 @@ def _load(ws: Workspace, display: str, digest: str, name: str, stager: Stager,
 
 def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: ingest.Source, digest: str,
                    name: str) -> LoadReport:
-    n_points = con.execute("select count(*) from stage_points").fetchone()[0]
+    n_points = staged.n_points
+    if n_points is None:
+        n_points = con.execute("select count(*) from stage_points").fetchone()[0]
     notes = list(staged.notes)
     if n_points == 0:
         n_families = con.execute("select count(distinct family) from stage_families").fetchone()[0]
@@ -165,7 +167,7 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
     unit = where_word(staged.format)
-    dropped = checks.bad_point_notes(con, unit, n_points, n_samples)
+    dropped = checks.bad_point_notes(con, staged, unit, n_points, n_samples)
     if n_points and not n_samples:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
     notes = dropped + notes
@@ -177,7 +179,9 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
         end=iso_utc(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
     )
     describe_dataset(con, dataset_id, report)
-    _duplicate_notes(con, report, unit)
+    _duplicate_notes(con, report, unit)  # the last reader of the staged samples
+    if staged.release is not None:
+        staged.release(con)
     if SUMMARY_WINDOW_S == cube.FIT_WINDOW_S:  # the summary's sample pass serves the capacity fit's cube too
         cube.keep_fit_cube(con, dataset_id, path_mapping(con)[1])
     insert_dataset(con, report, digest, engine=report.engine, n_series=n_series, n_samples=n_samples,

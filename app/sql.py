@@ -342,6 +342,15 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str, temp: boo
     con.execute(f"create or replace {kind} {table} as {get(name).sql}", _checked(name, params))
 
 
+def temp_view(con: duckdb.DuckDBPyConnection, name: str, view: str) -> None:
+    """Make ``view`` (an identifier from the caller's code) a TEMP view of query ``name``, which takes
+    no parameters (a view binds none): its rows are computed again by every statement that reads it."""
+    if not _IDENT_RE.match(view):
+        raise ValueError(f"bad view name {view!r}")
+    _checked(name, {})
+    con.execute(f"create or replace temp view {view} as {get(name).sql}")
+
+
 def insert_into(con: duckdb.DuckDBPyConnection, name: str, table: str, **params: Any) -> None:
     """Append the rows of query ``name`` to the existing ``table`` (an identifier from our code)."""
     if not _IDENT_RE.match(table):

@@ -2,7 +2,7 @@
 -- purpose: the bad rows of a long-format file, first row first: an unreadable time, a value that
 --   is not a number, a bad labels JSON or an empty metric name
 -- grain: one row per bad row, the first `max_rows` only
--- reads: long_input, long_keys, stage_points
+-- reads: long_input, long_keys, long_parsed
 -- @param max_rows BIGINT  how many bad rows to return
 -- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
 with
@@ -16,14 +16,18 @@ bad_rows as (
                 || 'nor a Unix time'
             when r.value is null then 'value ''' || coalesce(i.value_raw::varchar, '') || ''' is not a number'
         end as problem
-    from (select * from stage_points where ts is null or value is null) as r
+    from (select src_line, ts, value from long_parsed where ts is null or value is null) as r
     inner join long_input as i using (src_line)
 ),
 
 bad_keys as (
-    select r.src_line, k.problem
-    from stage_points as r
-    inner join long_keys as k using (series_key)
+    -- the file's rows are read only when a key has a problem
+    select i.src_line, k.problem
+    from long_input as i
+    inner join long_keys as k
+        on k.raw_metric is not distinct from i.metric
+        and k.labels_json is not distinct from i.labels_json
+        and k.label_values is not distinct from i.label_values
     where k.problem is not null
 ),
 

@@ -210,3 +210,52 @@ def test_the_count_against_inf_note_counts_the_differing_kept_scrapes(edits: lis
         assert len(noted) == 1 and noted[0].startswith(f"_count differs from the +Inf bucket at {expected} scrape(s)")
     else:
         assert noted == []
+
+
+def _temp_tables(ws: Workspace) -> dict[str, tuple[str, int]]:
+    kinds = dict(ws.con.execute("select table_name, table_type from information_schema.tables "
+                                "where table_catalog = 'temp' and table_name in "
+                                "('stage_points', 'long_parsed', 'long_input', 'long_keys')").fetchall())
+    return {name: (kind, ws.con.execute(f"select count(*) from {name}").fetchone()[0]) for name, kind in kinds.items()}
+
+
+def test_a_long_file_is_stored_from_its_reader_and_leaves_nothing_staged(ws: Workspace, tmp_path: Path) -> None:
+    """A long CSV/Parquet file's samples go from the file to `samples` without a staged copy (views over
+    the reader), whatever was loaded before; the checks that change staged samples still work on it,
+    and once stored the views are left as empty tables, as other readers leave their helpers."""
+    start = datetime(2026, 11, 29, 10, tzinfo=UTC)
+    frame = pd.DataFrame({
+        "timestamp": [start + timedelta(seconds=15 * i) for i in range(8)],
+        "metric": ["vllm:num_requests_running"] * 4 + ["vllm:prompt_tokens_total"] * 4,
+        "model_name": ["m"] * 8,
+        "value": [1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0],
+    })
+    first = tmp_path / "first.parquet"
+    frame.to_parquet(first)
+    report = load_file(ws, first)
+    assert report.status == "loaded" and report.samples == 8
+    stored = ws.con.execute("select count(*), sum(value) from samples where dataset_id = $d",
+                            {"d": report.dataset_id}).fetchone()
+    assert stored == (8, 110.0)
+    assert _temp_tables(ws) == dict.fromkeys(("stage_points", "long_parsed", "long_input", "long_keys"),
+                                             ("LOCAL TEMPORARY", 0))
+    assert load_file(ws, VLLM).status == "loaded"  # a text file's table stage_points after the view
+    # a counter that goes down is a bad point: the check turns the view into a table to drop it
+    negative = tmp_path / "negative.csv"
+    negative.write_text("timestamp,metric,model_name,value\n"
+                        "2026-11-29T10:00:00Z,vllm:prompt_tokens_total,m,5\n"
+                        "2026-11-29T10:00:15Z,vllm:prompt_tokens_total,m,-1\n"
+                        "2026-11-29T10:00:30Z,vllm:prompt_tokens_total,m,7\n")
+    report = load_file(ws, negative)
+    assert report.status == "loaded" and report.samples == 2
+    assert [n for n in report.notes if n.startswith("dropped")] == [
+        "dropped 1 sample(s) with a negative value in a series that only counts up (counter, bucket or _count): "
+        "vllm:prompt_tokens_total{model_name=\"m\"} = -1 at 2026-11-29T10:00:15Z on line 3"]
+    frame["value"] = frame["value"] * 2
+    again = tmp_path / "again.parquet"
+    frame.to_parquet(again)
+    report = load_file(ws, again)
+    assert report.status == "loaded" and report.samples == 8
+    assert ws.con.execute("select sum(value) from samples where dataset_id = $d",
+                          {"d": report.dataset_id}).fetchone()[0] == 220.0
+    assert all(n == 0 for _, n in _temp_tables(ws).values())

@@ -19,7 +19,7 @@ import duckdb
 
 from app import sql
 from app.ingest import aiperf, checks, longform, promjson, promtool, text, vmjson
-from app.ingest.base import FORMATS, IngestError, Source, Staged
+from app.ingest.base import FORMATS, IngestError, Source, Staged, drop_temp
 from app.ingest.detect import detect
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -147,6 +147,7 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, check: bool = True) -> St
     (unless ``check`` is false: the readers' own tests compare what a reader parsed) drop, repair or
     note what no number may be computed from (``app.ingest.checks``)."""
     sql.ensure_macros(con)  # the readers' queries call them (macros/timestamps)
+    drop_temp(con, "stage_points")  # a table or a view: each reader makes its own kind
     fmt = detect(src)
     staged = _readers()[fmt](con, src)
     staged.gzip = src.gzip

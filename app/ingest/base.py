@@ -10,7 +10,11 @@ A reader turns one file into TEMP tables on the load's connection (created with
 - ``stage_points``: ``series_key VARCHAR, ts TIMESTAMP, value DOUBLE, src_line BIGINT``
   one row per sample; ``ts`` is UTC (never NULL once the reader returns: a snapshot without
   sample timestamps gets its time from the file name or modification time); ``src_line`` is
-  the 1-based line (or record) of the file the sample came from.
+  the 1-based line (or record) of the file the sample came from. A table, or a TEMP view over
+  the reader's own tables when copying the samples costs more than reading them again (long
+  CSV/Parquet: the load's insert reads the file once); the reader then sets ``Staged.n_points``
+  and ``Staged.release``, and a check that changes the samples first makes it a table
+  (``points_as_table``).
 
 and ``stage_families``: ``family VARCHAR, mtype VARCHAR, help VARCHAR`` from
 ``# TYPE``/``# HELP`` lines (``mtype`` one of counter, gauge, histogram, summary, info,
@@ -20,6 +24,7 @@ stateset, gaugehistogram, unknown); empty when the format carries no types.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +66,11 @@ class Staged:
     gzip: bool = False
     notes: list[str] = field(default_factory=list)
     series_staged: bool = False  # ``stage_series`` (ingest__staged_series) is made and current
+    # how many samples ``stage_points`` holds, when the reader knows it without counting them (a
+    # view's); None: count them
+    n_points: int | None = None
+    # frees what a view ``stage_points`` reads, once the load has stored the samples
+    release: Callable[[duckdb.DuckDBPyConnection], None] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -107,4 +117,30 @@ def fail(src: Source, what: str, line: int | None = None, series: str | None = N
     return IngestError(src.display, what, line=line, series=series)
 
 
-__all__ = ["FORMATS", "IngestError", "Source", "Staged", "duckdb", "fail", "json_object_limit", "read_json"]
+def _temp_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """Whether the TEMP object ``name`` is a "view", a "table" or absent (None) on this connection."""
+    row = con.execute("select table_type from information_schema.tables where table_catalog = 'temp' "
+                      "and table_schema = 'main' and table_name = $name", {"name": name}).fetchone()
+    return None if row is None else ("view" if row[0] == "VIEW" else "table")
+
+
+def drop_temp(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the TEMP table or view ``name`` (an identifier from our code) whichever it is, so that a
+    reader may create it either way."""
+    kind = _temp_kind(con, name)
+    if kind is not None:
+        con.execute(f"drop {kind} {name}")
+
+
+def points_as_table(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
+    """Make ``stage_points`` a table if a reader left it a view: a check is about to add or delete
+    samples. Its count is then the table's."""
+    if _temp_kind(con, "stage_points") == "view":
+        con.execute("create or replace temp table stage_points_copy as select * from stage_points")
+        con.execute("drop view stage_points")
+        con.execute("alter table stage_points_copy rename to stage_points")
+    staged.n_points = None
+
+
+__all__ = ["FORMATS", "IngestError", "Source", "Staged", "drop_temp", "duckdb", "fail", "json_object_limit",
+           "points_as_table", "read_json"]

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged
+from app.ingest.base import IngestError, Source, Staged, points_as_table
 from app.ingest.text import shorten
 
 MAX_EXAMPLES = 3
@@ -57,10 +57,9 @@ def check(con: duckdb.DuckDBPyConnection, src: Source, staged: Staged) -> None:
     # the classified series the load stores too (made once: 4 s at 10^6 series)
     sql.materialize(con, "ingest__staged_series", "stage_series")
     staged.series_staged = True
-    n_before = con.execute("select count(*) from stage_points").fetchone()[0]
-    _missing_inf(con, staged.notes)
+    dropped = _missing_inf(con, staged)
     _type_mismatch(con, staged.notes)
-    if n_before and not con.execute("select count(*) from stage_points").fetchone()[0]:
+    if dropped and not con.execute("select count(*) from stage_points").fetchone()[0]:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in staged.notes if "dropped" in n))
 
 
@@ -70,7 +69,8 @@ def _value_text(value: float | None) -> str:
     return f"{value:g}".replace("inf", "Inf").replace("nan", "NaN")
 
 
-def bad_point_notes(con: duckdb.DuckDBPyConnection, unit: str, n_staged: int, n_stored: int) -> list[str]:
+def bad_point_notes(con: duckdb.DuckDBPyConnection, staged: Staged, unit: str, n_staged: int,
+                    n_stored: int) -> list[str]:
     """The notes on the samples no number may be computed from, which the load's insert left out
     (macro bad_point_reason), run once the samples are stored: none when it stored every staged
     sample; else the staged samples are judged again (``ingest__check_bad_points``) for the notes, and
@@ -78,6 +78,7 @@ def bad_point_notes(con: duckdb.DuckDBPyConnection, unit: str, n_staged: int, n_
     would read them all again (spilled to disk at a month's size) to find usually none."""
     if n_stored == n_staged:
         return []
+    points_as_table(con, staged)  # read twice, then changed
     sql.materialize(con, "ingest__check_bad_points", "check_bad_points")
     notes = []
     for reason, n, examples in sql.rows(con, "ingest__check_bad_summary", n=MAX_EXAMPLES):
@@ -92,13 +93,16 @@ def bad_point_notes(con: duckdb.DuckDBPyConnection, unit: str, n_staged: int, n_
     return notes
 
 
-def _missing_inf(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
+def _missing_inf(con: duckdb.DuckDBPyConnection, staged: Staged) -> bool:
+    """Repair or drop the histograms without a +Inf bucket; whether buckets were dropped."""
+    notes = staged.notes
     sql.materialize(con, "ingest__check_missing_inf", "check_missing_inf")
     rows = sql.rows(con, "ingest__check_missing_inf_list")
     if not rows:
-        return
+        return False
     repaired = [series for series, count_key in rows if count_key is not None]
     dropped = [series for series, count_key in rows if count_key is None]
+    points_as_table(con, staged)  # samples are added or deleted below
     if repaired:
         sql.execute(con, "ingest__check_add_inf_keys")
         sql.execute(con, "ingest__check_add_inf_points")
@@ -109,6 +113,7 @@ def _missing_inf(con: duckdb.DuckDBPyConnection, notes: list[str]) -> None:
         sql.execute(con, "ingest__check_drop_buckets")
         notes.append(f"{len(dropped)} histogram(s) have no +Inf bucket and no _count (a truncated file?): their "
                      f"buckets are dropped (no total to take a share of): {_names(dropped)}")
+    return bool(dropped)
 
 
 def _names(series: list[str]) -> str:

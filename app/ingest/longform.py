@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail
+from app.ingest.base import Source, Staged, drop_temp, fail
 from app.ingest.detect import METRIC_COLUMNS, TS_COLUMNS, VALUE_COLUMNS
 from app.ingest.text import also_bad, empty_tables, number_rows, shorten
 
@@ -162,7 +162,11 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         sql.materialize(con, "ingest__long_keys", "long_keys", label_names=list(roles.label_columns))
     except duckdb.Error as exc:
         raise fail(src, f"cannot read as {fmt.upper()}: " + str(exc).splitlines()[0]) from None
-    sql.materialize(con, "ingest__long_points", "stage_points", decimal_comma=decimal_comma)
+    con.execute("create or replace temp table long_options as select $decimal_comma as decimal_comma",
+                {"decimal_comma": decimal_comma})
+    # views, not copies: the load's insert reads the file once (ingest__long_points' header)
+    sql.temp_view(con, "ingest__long_parsed", "long_parsed")
+    sql.temp_view(con, "ingest__long_points", "stage_points")
     notes = []
     if decimal_comma:
         n_comma, comma_line, example = sql.rows(con, "ingest__long_decimal_commas")[0]
@@ -179,11 +183,8 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         raise fail(src, f"{shorten(problem, 160)}{more}", line=line)
     sql.materialize(con, "ingest__long_stage_keys", "stage_keys")
     con.execute("create or replace temp table stage_families (family varchar, mtype varchar, help varchar)")
-    # leave `long_input` behind as an empty table of its shape, like the other helpers
-    con.execute("create or replace temp table long_input_shape as select * from long_input limit 0")
-    _drop_input(con)
-    con.execute("alter table long_input_shape rename to long_input")
-    empty_tables(con, _HELPERS)
+    # every row of the file is a sample (a row whose key or value did not read failed above)
+    n_points = con.execute("select count(*) from long_input").fetchone()[0]
     used = [f"time={roles.ts}", f"value={roles.value}"]
     if roles.metric:
         used.append(f"metric={roles.metric}")
@@ -191,12 +192,27 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         used.append(f"labels={roles.labels}")
     if roles.label_columns:
         used.append("label columns: " + ", ".join(roles.label_columns))
-    return Staged(format=fmt, time_source="samples", notes=["columns: " + "; ".join(used), *notes])
+    return Staged(format=fmt, time_source="samples", notes=["columns: " + "; ".join(used), *notes],
+                  n_points=n_points, release=_release)
+
+
+def _release(con: duckdb.DuckDBPyConnection) -> None:
+    """Once the samples are stored: the views `stage_points` and `long_parsed`, `long_input` (and a
+    CSV's parsed copy) and `long_keys` left behind as empty tables of their shapes, like the other
+    readers' helpers."""
+    for name in ("stage_points", "long_parsed", "long_input"):
+        con.execute(f"create or replace temp table {name}_shape as select * from {name} limit 0")
+    drop_temp(con, "stage_points")
+    _drop_input(con)
+    for name in ("stage_points", "long_parsed", "long_input"):
+        con.execute(f"alter table {name}_shape rename to {name}")
+    empty_tables(con, _HELPERS)
 
 
 def _drop_input(con: duckdb.DuckDBPyConnection) -> None:
     """Remove `long_input`, whichever it is (the registered view, or the empty table left after a load),
-    and a CSV's parsed copy."""
+    a CSV's parsed copy and `long_parsed` (the view over them, or its empty table)."""
+    drop_temp(con, "long_parsed")
     con.unregister("long_input")  # a no-op unless it is the registered view
     con.execute("drop table if exists long_input")
     con.execute("drop table if exists long_copy")
