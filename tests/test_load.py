@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cube import cube_frame, ensure_cube
+from app.ingest import open_source, stage
 from app.load import SUMMARY_WINDOW_S, load_file, load_files, load_frame
 from app.store import Workspace
 from tests.conftest import T0, histogram, samples, ts
@@ -259,3 +260,18 @@ def test_a_long_file_is_stored_from_its_reader_and_leaves_nothing_staged(ws: Wor
     assert ws.con.execute("select sum(value) from samples where dataset_id = $d",
                           {"d": report.dataset_id}).fetchone()[0] == 220.0
     assert all(n == 0 for _, n in _temp_tables(ws).values())
+
+
+def test_a_frame_loads_after_a_long_file_staged_without_a_load(ws: Workspace, tmp_path: Path) -> None:
+    """Staging a long file outside a load (as the readers' tests and tools do) leaves its view
+    `stage_points`; a frame's reader, which makes a table of that name, still loads."""
+    path = tmp_path / "long.csv"
+    path.write_text("timestamp,metric,model_name,value\n2026-11-29T10:00:00Z,vllm:num_requests_running,m,1\n")
+    with open_source(path) as src:
+        stage(ws.con, src, check=False)
+    assert ws.con.execute("select table_type from information_schema.tables where table_catalog = 'temp' "
+                          "and table_name = 'stage_points'").fetchone() == ("VIEW",)
+    rows = [{"metric": "vllm:num_requests_running", "labels": {"model_name": "m"}, "ts": T0 + t,
+             "value": float(t)} for t in (0, 15, 30)]
+    report = load_frame(ws, pd.DataFrame(rows), "after")
+    assert report.status == "loaded" and report.samples == 3, report.errors

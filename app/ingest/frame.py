@@ -12,7 +12,7 @@ import json
 import duckdb
 import pandas as pd
 
-from app.ingest.base import Staged
+from app.ingest.base import Staged, drop_temp
 
 
 def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
@@ -43,6 +43,7 @@ def digest_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> str:
 def stage_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> Staged:
     """Create ``stage_keys``/``stage_points``/``stage_families`` from ``frame``."""
     con.register("frame_input", _prepared(frame))
+    drop_temp(con, "stage_points")  # a long file's reader leaves a view of that name until its load ends
     try:
         con.execute(
             "create or replace temp table stage_points as "
