@@ -21,7 +21,7 @@ bad_rows as (
 ),
 
 bad_keys as (
-    -- the file's rows are read only when a key has a problem
+    -- on the file's rows as read (the keys' problems need no parsed time or value)
     select i.src_line, k.problem
     from long_input as i
     inner join long_keys as k
