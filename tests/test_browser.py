@@ -138,6 +138,12 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
         expect(moved.get_by_test_id("stMetricValue")).to_have_text(f"{100 * expected_share:.2f} %", timeout=SLOW)
         expect(page.get_by_text("Page when the 1 h and 5 min burn")).to_be_visible(timeout=SLOW)
         page.screenshot(path=str(shots / "2-promise.png"))
+        # the report is built when its button is clicked, for the threshold just set
+        with page.expect_download(timeout=SLOW) as download:
+            page.get_by_role("button", name="Report (Markdown)").click()
+        report_md = Path(download.value.path()).read_text()
+        assert report_md.startswith("Datasets: ") and "Promise report " in report_md
+        assert f"{100 * expected_share:.2f} %" in report_md
 
         # 4. Economics: two scenarios, one seed, then the cheapest N'
         nav.get_by_text("Economics", exact=True).click()

@@ -67,7 +67,7 @@ def test_alert_states_heatmap() -> None:
     fig = charts.alert_states(alerts)
     (heat,) = fig.data
     assert list(heat.y) == ["chat · page 1h/5m", "chat · page 6h/30m", "chat · ticket 3d/6h"]
-    assert heat.z[0] == [0, 1, 2] and heat.z[2] == [2, 2, 2]
+    assert list(heat.z[0]) == [0, 1, 2] and list(heat.z[2]) == [2, 2, 2]
     assert np.isnan(heat.z[1][2])  # no state: blank
     assert list(heat.colorbar.ticktext) == ["ok", "possible", "firing"]
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from app import promise as pm
+from app import report
 from app.cube import ensure_cube
 from app.escape import md
 from app.store import Workspace
@@ -136,3 +138,31 @@ def test_the_promise_page_downloads_headroom_reports_text(workspace_db: Path) ->
 def test_a_report_download_is_headroom_reports_text_under_the_datasets() -> None:
     assert promise_view.report_download(["a.parquet", "b|c"], "TEXT", csv=False) == "Datasets: a.parquet, b\\|c.\n\nTEXT"
     assert promise_view.report_download(["a.parquet"], "x,y\n", csv=True) == "# datasets: a.parquet\nx,y\n"
+
+
+def test_the_report_file_is_built_on_click_for_the_pages_choices(workspace_db: Path) -> None:
+    """The Promise page's download (a callable Streamlit runs on the click): ``headroom report``'s
+    document for the page's promises, range and failed-request choice, under the datasets."""
+    with Workspace(workspace_db) as ws:
+        cube_id = ensure_cube(ws, ws.dataset_ids(), 300, ws.path_labels())
+        promises = [pm.Promise(path=INTERACTIVE, ttft_s=0.5, tpot_s=0.05), pm.Promise(path=BATCH, ttft_s=6.0)]
+        start, end = pm.time_range(ws, cube_id, None, None)
+        names = list(ws.datasets()["name"].astype(str))
+        markdown = promise_view.report_file(ws, cube_id, 300, promises, start, end, False, {INTERACTIVE: 0.0125},
+                                            names, csv=False)
+        csv = promise_view.report_file(ws, cube_id, 300, promises, start, end, True, {}, names, csv=True)
+        doc = report.build(ws, cube_id, 300, promises, start, end, include_failed=False,
+                           exact_joint={INTERACTIVE: 0.0125})
+    assert markdown == promise_view.report_download(names, report.to_markdown(doc), csv=False)
+    assert "failed requests excluded" in markdown and "exact 1.25 %" in markdown
+    assert csv.startswith("# datasets: ") and csv.splitlines()[1].startswith("path,requests,failed_requests")
+    assert {row.split(",")[0] for row in csv.splitlines()[2:]} == {INTERACTIVE, BATCH}
+
+
+def test_the_range_sliders_windows_are_distinct_in_time_order_with_labels() -> None:
+    starts = pd.Series(pd.to_datetime(["2026-11-17 10:05", "2026-11-17 10:00", "2026-11-17 10:05",
+                                       "2026-12-01 23:55"]))
+    labels = promise_view.window_labels(starts)
+    assert list(labels.values()) == ["11-17 10:00", "11-17 10:05", "12-01 23:55"]
+    assert [t.isoformat() for t in labels] == ["2026-11-17T10:00:00", "2026-11-17T10:05:00", "2026-12-01T23:55:00"]
+    assert all(type(t).__name__ == "datetime" for t in labels)  # what the slider's session state keeps

@@ -9,10 +9,11 @@ Queries: ``promise__shares`` (per path and per window), ``promise__burn_alerts``
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import streamlit as st
 
-from app import promise, report
+from app import promise
 from app.escape import md
 from app.ui import cache, charts, state
 from app.ui import economics as economics_view
@@ -97,13 +98,13 @@ if state.PROMISE_ERROR in st.session_state:
 stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
-windows = sorted({t.to_pydatetime() for t in cache.requests_per_window(db, ref)["window_start"]})
+windows = promise_view.window_labels(cache.requests_per_window(db, ref)["window_start"])
 chosen = st.session_state.get(state.PROMISE_RANGE)
-if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= set(windows)):
+if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= windows.keys()):
     del st.session_state[state.PROMISE_RANGE]  # another cube: its windows differ
-first, last = c1.select_slider("Windows (start of the first and of the last)", windows,
-                               value=(windows[0], windows[-1]), key=state.PROMISE_RANGE,
-                               format_func=lambda t: t.strftime("%m-%d %H:%M"))
+first, last = c1.select_slider("Windows (start of the first and of the last)", list(windows),
+                               value=(next(iter(windows)), next(reversed(windows))), key=state.PROMISE_RANGE,
+                               format_func=windows.__getitem__)
 include_failed = c2.toggle("Failed requests count as breaches", value=True, key=state.INCLUDE_FAILED)
 start, end = first, last + timedelta(seconds=ref.window_s)
 
@@ -156,13 +157,14 @@ st.caption("Page when the 1 h and 5 min burn both exceed 14.4 (2 % of a 30-day b
 
 # -- the report, as headroom report prints it ---------------------------------------------------------
 st.subheader("Download the report")
-doc = cache.promise_report(db, ref, promises, start, end, include_failed, tuple(sorted(exact.items())))
 names = list(ws.datasets().set_index("dataset_id").reindex(list(ref.datasets))["name"].astype(str))
+report_file = partial(promise_view.report_file, ws, ref.id, ref.window_s, promise_view.to_promises(promises), start,
+                      end, include_failed, exact, names)
 r1, r2 = st.columns(2)
-r1.download_button("Report (Markdown)", promise_view.report_download(names, report.to_markdown(doc), csv=False),
-                   file_name="headroom-report.md", mime="text/markdown", key="report_markdown")
-r2.download_button("Report (CSV)", promise_view.report_download(names, report.to_csv(doc), csv=True),
-                   file_name="headroom-report.csv", mime="text/csv", key="report_csv")
+r1.download_button("Report (Markdown)", partial(report_file, csv=False), file_name="headroom-report.md",
+                   mime="text/markdown", key="report_markdown")
+r2.download_button("Report (CSV)", partial(report_file, csv=True), file_name="headroom-report.csv", mime="text/csv",
+                   key="report_csv")
 st.caption("The text `headroom report --format markdown|csv` prints for these datasets, promises and range.")
 
 # -- as Prometheus rules -------------------------------------------------------------------------------

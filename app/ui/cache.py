@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 import pandas as pd
 import streamlit as st
 
-from app import report
 from app.cube import cube_key, ensure_cube
 from app.economics import policy_file
 from app.economics.crosscheck import CURVE_WINDOW_S
@@ -190,14 +189,6 @@ def tail_attribution_windows(db: str, ref: CubeRef, promises: tuple[tuple, ...])
 def tail_signal_windows(db: str, ref: CubeRef, promises: tuple[tuple, ...], scope: str) -> pd.DataFrame:
     """Per window: the signals and the breach share of ``scope`` (``app.tail.signals``)."""
     return tail_signals.analyse(workspace(db), ref.id, ref.window_s, to_promises(promises), scope=scope).windows
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def promise_report(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
-                   include_failed: bool, exact: tuple[tuple[str, float], ...]) -> dict[str, Any]:
-    """``headroom report``'s document for the Promise page's choices."""
-    return report.build(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
-                        include_failed=include_failed, exact_joint=dict(exact))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -95,19 +95,31 @@ def breach_share_by_window(frame: pd.DataFrame, signal: str = "joint") -> go.Fig
     return fig
 
 
+def _state_codes(states: pd.Series) -> np.ndarray:
+    """An alert state column as ALERT_STATES' codes, NaN where there is no state (float32: the heatmap's
+    cells travel to the browser as a binary array)."""
+    codes = np.full(len(states), np.nan, dtype=np.float32)
+    for name, code in ALERT_STATES.items():
+        codes[(states == name).fillna(False).to_numpy(dtype=bool)] = code
+    return codes
+
+
 def alert_states(alerts: pd.DataFrame) -> go.Figure:
     """The multiwindow burn-rate alerts per path over time: ok / possible (only the interval's high end
     burns) / firing, blank where the cube window is longer than the rule's short window."""
+    # numpy arrays throughout: plotly validates and serialises them whole (a month of 5-minute windows
+    # as Python lists took a quarter of a second per promise change)
     rows, z = [], []
-    frame = alerts.sort_values("window_start")
-    times = sorted(frame["window_start"].unique())
-    for path, part in frame.groupby("path", sort=True):
+    times = pd.DatetimeIndex(pd.unique(alerts["window_start"])).sort_values()
+    codes = alerts[["window_start", "path"]].assign(**{rule: _state_codes(alerts[rule]) for rule in ALERT_LABELS})
+    for path, part in codes.groupby("path", sort=True):
         part = part.set_index("window_start").reindex(times)
         for rule, label in ALERT_LABELS.items():
             rows.append(f"{plotly_text(path)} · {label}")
-            z.append([ALERT_STATES.get(v, np.nan) if isinstance(v, str) else np.nan for v in part[rule]])
+            z.append(part[rule].to_numpy())
     fig = go.Figure(go.Heatmap(
-        x=times, y=rows, z=z, zmin=0, zmax=2, xgap=0, ygap=2,
+        x=times, y=rows, z=np.vstack(z) if z else np.empty((0, len(times)), np.float32), zmin=0, zmax=2, xgap=0,
+        ygap=2,
         colorscale=[[0, "#2e7d32"], [0.33, "#2e7d32"], [0.33, "#f9a825"], [0.66, "#f9a825"], [0.66, "#c62828"],
                     [1, "#c62828"]],
         colorbar={"tickvals": [0.33, 1, 1.67], "ticktext": list(ALERT_STATES), "title": "state"},
