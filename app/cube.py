@@ -257,22 +257,39 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
     ``buckets`` without the bucket rows of the histograms not named there."""
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
     with ws.transaction() as con:
-        stored_labels, rules = path_mapping(con)
-        labels = list(path_labels) if path_labels is not None else stored_labels
-        # a dataset of per-request records holds no samples: the cube is that of the other datasets
-        # (so the cube the load kept is found when records are selected beside their metrics)
-        records = {r[0] for r in con.execute(
-            "select distinct dataset_id from request_records where list_contains($ids, dataset_id)",
-            {"ids": [int(i) for i in ids]}).fetchall()}
-        ids = [i for i in ids if int(i) not in records]
-        row = con.execute("select cube_id from cube_index where cube_key = $k",
-                          {"k": cube_key(ids, window_s, labels, rules, signals, buckets)}).fetchone()
-        if row:
-            return int(row[0])
+        ids, labels, rules, cached = _lookup(con, ids, window_s, path_labels, signals, buckets)
+        if cached is not None:
+            return cached
         build_into_temp(con, ids, window_s, labels, signals, buckets)
         cube_id = _store_built(con, ids, window_s, labels, rules, signals, buckets)
         empty_tables(con, _BUILD_TABLES)  # a month's series windows are GBs: not kept in memory after
         return cube_id
+
+
+def cached_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
+                path_labels: Sequence[str] | None = None) -> int | None:
+    """The id of the cached cube ``ensure_cube`` would return for this spec, None where it would build
+    one (a reader can say what a build costs before asking for it)."""
+    ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
+    with ws.transaction() as con:
+        return _lookup(con, ids, window_s, path_labels, None, None)[3]
+
+
+def _lookup(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int, path_labels: Sequence[str] | None,
+            signals: Sequence[str] | None, buckets: Sequence[str] | None,
+            ) -> tuple[list[int], list[str], list[tuple[str, str]], int | None]:
+    """The datasets, path labels and rules of a cube spec and the id of its cached cube (None: none)."""
+    stored_labels, rules = path_mapping(con)
+    labels = list(path_labels) if path_labels is not None else stored_labels
+    # a dataset of per-request records holds no samples: the cube is that of the other datasets
+    # (so the cube the load kept is found when records are selected beside their metrics)
+    records = {r[0] for r in con.execute(
+        "select distinct dataset_id from request_records where list_contains($ids, dataset_id)",
+        {"ids": [int(i) for i in ids]}).fetchall()}
+    ids = [i for i in ids if int(i) not in records]
+    row = con.execute("select cube_id from cube_index where cube_key = $k",
+                      {"k": cube_key(ids, window_s, labels, rules, signals, buckets)}).fetchone()
+    return ids, labels, rules, (int(row[0]) if row else None)
 
 
 def keep_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,

@@ -24,14 +24,17 @@ from tests.test_pages import BATCH, INTERACTIVE, goto, open_app, sample_slice, t
 __all__ = ["sample_slice", "template_db", "workspace_db"]  # the fixtures this module uses
 
 
+def _page_promises(ws: Workspace) -> list:
+    paths = [INTERACTIVE, BATCH]
+    stored = promise_view.stored_promises(ws, paths)
+    return promise_view.to_promises(promise_view.promise_tuple(p, stored[p]) for p in sorted(paths))
+
+
 def _document(db: Path) -> dict:
     with Workspace(db) as ws:
-        paths = [INTERACTIVE, BATCH]
-        stored = promise_view.stored_promises(ws, paths)
-        promises = promise_view.to_promises(promise_view.promise_tuple(p, stored[p]) for p in sorted(paths))
         cube_id = ensure_cube(ws, ws.dataset_ids(), 60, ws.path_labels())
         names = list(ws.datasets()["name"].astype(str))
-        return tail_report.build(ws, cube_id, 60, promises, names)
+        return tail_report.build(ws, cube_id, 60, _page_promises(ws), names)
 
 
 def test_the_tail_page_shows_the_documents_attribution_signals_and_rule(workspace_db: Path) -> None:
@@ -166,3 +169,48 @@ def test_the_range_sliders_windows_are_distinct_in_time_order_with_labels() -> N
     assert list(labels.values()) == ["11-17 10:00", "11-17 10:05", "12-01 23:55"]
     assert [t.isoformat() for t in labels] == ["2026-11-17T10:00:00", "2026-11-17T10:05:00", "2026-12-01T23:55:00"]
     assert all(type(t).__name__ == "datetime" for t in labels)  # what the slider's session state keeps
+
+
+def test_the_tail_page_opens_on_5_minutes_while_a_large_datasets_1_minute_cube_is_unbuilt(
+        workspace_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above MINUTE_CUBE_SAMPLES (lowered here to the slice's size) the page shows the 5-minute cube
+    the load kept and says what 1 minute costs; picking 1 min builds it, and after that the page opens
+    on 1 minute."""
+    with Workspace(workspace_db) as ws:
+        samples = int(ws.datasets()["n_samples"].sum())
+        assert not tail_view.minute_cube_cached(ws, ws.dataset_ids())
+    monkeypatch.setattr(tail_view, "MINUTE_CUBE_SAMPLES", samples - 1)
+    at = goto(open_app(), "tail")
+    assert at.segmented_control(key=state.TAIL_WINDOW).value == 300
+    assert any(i.value.startswith("5-minute windows") and f"{samples:,} samples" in i.value for i in at.info)
+    assert any("; 5-minute windows." in c.value for c in at.caption)
+    with Workspace(workspace_db) as ws:
+        assert not tail_view.minute_cube_cached(ws, ws.dataset_ids())  # nothing built behind the user's back
+        cube_id = ensure_cube(ws, ws.dataset_ids(), 300, ws.path_labels())
+        names = list(ws.datasets()["name"].astype(str))
+        five = tail_report.build(ws, cube_id, 300, _page_promises(ws), names)
+    shown = [d.value for d in at.dataframe if "explained low %" in d.value.columns][0]
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), tail_view.attribution_table(five), check_dtype=False)
+
+    at.segmented_control(key=state.TAIL_WINDOW).set_value(60).run()
+    assert not at.exception, at.exception
+    assert any(c.value.startswith("Promises as set on the Promise page; 1-minute windows.") for c in at.caption)
+    shown = [d.value for d in at.dataframe if "explained low %" in d.value.columns][0]
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), tail_view.attribution_table(_document(workspace_db)),
+                                  check_dtype=False)
+    with Workspace(workspace_db) as ws:
+        assert tail_view.minute_cube_cached(ws, ws.dataset_ids())
+    again = goto(open_app(), "tail")  # another session: the 1-minute cube is there now
+    assert again.segmented_control(key=state.TAIL_WINDOW).value == 60
+    assert not [i for i in again.info if "minute" in i.value and "samples" in i.value]
+
+
+def test_the_tail_windows_by_size_and_cube() -> None:
+    big = tail_view.MINUTE_CUBE_SAMPLES + 1
+    assert tail_view.default_window(tail_view.MINUTE_CUBE_SAMPLES, False) == 60
+    assert tail_view.default_window(big, False) == 300
+    assert tail_view.default_window(big, True) == 60
+    assert tail_view.window_note(300, tail_view.MINUTE_CUBE_SAMPLES, False) is None
+    assert tail_view.window_note(300, big, True) is None
+    assert tail_view.window_note(300, big, False).startswith("5-minute windows: leads of 0–15 minutes in 5-minute")
+    assert tail_view.window_note(60, big, False).startswith("Building the 1-minute cube: a pass over all 25,000,001")

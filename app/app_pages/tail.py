@@ -25,11 +25,20 @@ db, ws, mine, ref, paths = page.db, page.ws, page.mine, page.ref, page.paths
 
 stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
-# signals are read at 1-minute resolution (leads of 0-15 minutes), whatever the window chosen elsewhere
-minute = cache.cube(db, ref.datasets, 60, tuple(ws.path_labels()), tuple(ws.path_rules()))
-names = tuple(ws.datasets().set_index("dataset_id").reindex(list(ref.datasets))["name"].astype(str))
-doc = cache.tail_document(db, minute, promises, None, None, names)
-st.caption("Promises as set on the Promise page; 1-minute windows. "
+# signals are read at 1-minute resolution (leads of 0-15 minutes), whatever the window chosen elsewhere,
+# unless the 1-minute cube is still to build over a month's samples (tail_view.default_window)
+datasets = ws.datasets().set_index("dataset_id").reindex(list(ref.datasets))
+samples = int(datasets["n_samples"].sum())
+minute_cached = tail_view.minute_cube_cached(ws, ref.datasets)
+opening = tail_view.default_window(samples, minute_cached)
+window_s = st.segmented_control("Windows", tail_view.TAIL_WINDOWS, key=state.TAIL_WINDOW, default=opening,
+                                format_func=lambda s: f"{s // 60} min") or opening
+if (note := tail_view.window_note(window_s, samples, minute_cached)) is not None:
+    st.info(note)
+tail_cube = cache.cube(db, ref.datasets, window_s, tuple(ws.path_labels()), tuple(ws.path_rules()))
+names = tuple(datasets["name"].astype(str))
+doc = cache.tail_document(db, tail_cube, promises, None, None, names)
+st.caption(f"Promises as set on the Promise page; {window_s // 60}-minute windows. "
            + " ".join(f"**{md(p[0])}**: TTFT ≤ {p[1]:g} s, TPOT ≤ {p[2]:g} s." for p in promises))
 
 c1, c2 = st.columns([2, 1])
@@ -37,13 +46,13 @@ path = c1.selectbox("Path", tail_view.paths_by_breaches(doc), key=state.TAIL_PAT
 quantile = c2.select_slider("Quantile", [0.5, 0.9, 0.95, 0.99, 0.999], value=0.99, key=state.TAIL_QUANTILE)
 st.subheader("The three numbers over time")
 start, end = doc["start"], doc["end"]
-quantiles = cache.tail_quantiles(db, minute, quantile)
+quantiles = cache.tail_quantiles(db, tail_cube, quantile)
 st.plotly_chart(tail_view.latency_over_time(quantiles, path, quantile), key="tail_latency_chart", width="stretch")
 st.caption("Per window, the quantile of each histogram as Prometheus' histogram_quantile interpolates it, with the "
            "bucket it lies in as a band: TTFT, TPOT and end-to-end apart, never a mean.")
 
 st.subheader("Queue time against TTFT")
-st.plotly_chart(tail_view.queue_against_ttft(cache.tail_attribution_windows(db, minute, promises), path),
+st.plotly_chart(tail_view.queue_against_ttft(cache.tail_attribution_windows(db, tail_cube, promises), path),
                 key="tail_queue_chart", width="stretch")
 pct = st.column_config.NumberColumn(format="%.2f %%")
 att = tail_view.attribution_table(doc)
@@ -95,7 +104,7 @@ if mine_scope["worst_signal"]:
 if mine_scope["signals"]:
     st.plotly_chart(tail_view.correlation_by_lead(tail_view.correlation_frame(mine_scope)), key="tail_lead_chart",
                     width="stretch")
-    windows = cache.tail_signal_windows(db, minute, promises, scope)
+    windows = cache.tail_signal_windows(db, tail_cube, promises, scope)
     st.plotly_chart(tail_view.signals_over_time(windows), key="tail_signals_chart", width="stretch")
     labels = [r["label"] for r in mine_scope["signals"]]
     which = st.selectbox("Level curve of", labels, key=state.TAIL_SIGNAL)

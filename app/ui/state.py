@@ -52,6 +52,7 @@ TAIL_PATH = "tail_path"
 TAIL_QUANTILE = "tail_quantile"
 TAIL_SCOPE = "tail_scope"
 TAIL_SIGNAL = "tail_signal"
+TAIL_WINDOW = "tail_window"
 TAIL_TWIN = "tail_twin"  # the replay key whose twin attribution the page shows (after its button)
 
 

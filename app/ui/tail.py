@@ -13,11 +13,42 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app import sql
+from app.cube import cached_cube
 from app.escape import plotly_text
 from app.store import Workspace
 
 SIGNAL_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end", "queue": "queue time"}
 MARGIN = {"t": 60, "b": 40}
+
+# The page's windows: 1 minute (leads of 0-15 minutes minute by minute), or the 5 minutes a load keeps a
+# cube of. A 1-minute cube is a pass over every sample: the bundled day (12 M samples) in seconds, a month
+# of 8 replicas at a 60 s scrape (185 M) in about 4 minutes on 2 cores, where its 5-minute cube is already
+# there. Above MINUTE_CUBE_SAMPLES the page opens on 5 minutes until the 1-minute cube is asked for.
+TAIL_WINDOWS = (60, 300)
+MINUTE_CUBE_SAMPLES = 25_000_000
+
+
+def default_window(samples: int, minute_cube_cached: bool) -> int:
+    """The window the Tail page opens on: 1 minute unless its cube is still to build over more than
+    ``MINUTE_CUBE_SAMPLES`` samples."""
+    return 60 if minute_cube_cached or samples <= MINUTE_CUBE_SAMPLES else 300
+
+
+def window_note(window_s: int, samples: int, minute_cube_cached: bool) -> str | None:
+    """What the page says about its windows while the 1-minute cube of a large dataset is not built."""
+    if minute_cube_cached or samples <= MINUTE_CUBE_SAMPLES:
+        return None
+    if window_s == 60:
+        return (f"Building the 1-minute cube: a pass over all {samples:,} samples of these datasets, minutes at "
+                f"this size (once: it is kept in the workspace).")
+    return (f"5-minute windows: leads of 0–15 minutes in 5-minute steps. The 1-minute windows need a cube of "
+            f"their own, a pass over all {samples:,} samples of these datasets (minutes at this size; once, then "
+            f"kept in the workspace): pick 1 min to build it.")
+
+
+def minute_cube_cached(ws: Workspace, dataset_ids: Sequence[int]) -> bool:
+    """Whether the 1-minute cube of these datasets (the workspace's path mapping) is built already."""
+    return cached_cube(ws, list(dataset_ids), 60, ws.path_labels()) is not None
 
 
 def window_quantiles(ws: Workspace, cube_id: int, start: datetime, end: datetime, quantile: float) -> pd.DataFrame:
