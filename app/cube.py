@@ -269,10 +269,14 @@ def ensure_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_
 def cached_cube(ws: Workspace, dataset_ids: Sequence[int] | None = None, window_s: int = 300,
                 path_labels: Sequence[str] | None = None) -> int | None:
     """The id of the cached cube ``ensure_cube`` would return for this spec, None where it would build
-    one (a reader can say what a build costs before asking for it)."""
+    one (a reader can say what a build costs before asking for it). Read on a cursor of its own, not
+    in the workspace's transaction: another session's build (minutes on a month) does not hold it up."""
     ids = list(dataset_ids) if dataset_ids is not None else ws.dataset_ids()
-    with ws.transaction() as con:
-        return _lookup(con, ids, window_s, path_labels, None, None)[3]
+    cur = ws.cursor()
+    try:
+        return _lookup(cur, ids, window_s, path_labels, None, None)[3]
+    finally:
+        cur.close()
 
 
 def _lookup(con: duckdb.DuckDBPyConnection, ids: list[int], window_s: int, path_labels: Sequence[str] | None,

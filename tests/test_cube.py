@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cube import FIT_BUCKETS, FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube, parse_window
+from app.cube import (
+    FIT_BUCKETS,
+    FIT_SIGNALS,
+    REPLICA_LABELS,
+    cached_cube,
+    cube_frame,
+    ensure_cube,
+    parse_window,
+)
 from app.load import load_file, load_frame
 from app.store import Workspace
 from tests.conftest import histogram, load, samples, ts
@@ -188,6 +197,24 @@ def test_a_load_keeps_its_five_minute_cube(ws: Workspace) -> None:
     pd.testing.assert_frame_equal(cube_frame(ws, rebuilt), frame)
     # another window is another cube
     assert ensure_cube(ws, [dataset_id], 60) not in (kept, rebuilt)
+
+
+def test_a_cached_cube_is_looked_up_without_a_build_and_without_waiting_for_one(ws: Workspace) -> None:
+    dataset_id = load(ws, samples("vllm:prompt_tokens_total", V1, [(0, 100), (300, 150), (600, 5)]))
+    kept = ensure_cube(ws, [dataset_id], 300)
+    assert cached_cube(ws, [dataset_id], 300) == cached_cube(ws, None, 300) == kept
+    assert cached_cube(ws, [dataset_id], 60) is None
+    assert cached_cube(ws, [dataset_id], 300, ["instance"]) is None  # another path mapping, another cube
+    assert ws.cursor().execute("select count(*) from cube_index where spec->>'window_s' = '60'").fetchone()[0] == 0
+    # another session's build holds the workspace's transaction for as long as it takes: the lookup
+    # answers meanwhile (it reads on a cursor of its own)
+    with ThreadPoolExecutor(1) as pool:
+        with ws.transaction():
+            lookup = pool.submit(cached_cube, ws, [dataset_id], 300)
+            answered_inside = wait([lookup], timeout=60).done == {lookup}
+        assert answered_inside and lookup.result() == kept
+    minute = ensure_cube(ws, [dataset_id], 60)
+    assert cached_cube(ws, [dataset_id], 60) == minute
 
 
 def test_per_request_records_beside_the_metrics_do_not_change_the_cube(ws: Workspace, tmp_path: Path) -> None:

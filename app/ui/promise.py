@@ -201,7 +201,6 @@ def report_file(ws: Workspace, cube_id: int, window_s: int, promises: Sequence[p
     return report_download(datasets, report.to_csv(doc) if csv else report.to_markdown(doc), csv)
 
 
-
 def rules_file(promises: Sequence[pm.Promise], labels: Sequence[str], path_rules: Sequence[tuple[str, str]],
                bounds: Mapping[str, Sequence[float]], engine: str | None) -> tuple[str | None, str]:
     """The promises as Prometheus rules (``headroom rules``' YAML), or None with what stops it."""
