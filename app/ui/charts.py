@@ -37,17 +37,14 @@ def requests_over_time(frame: pd.DataFrame, window_s: int) -> go.Figure:
     return fig
 
 
-def _with_gaps(x: pd.Series, y: pd.Series, window_s: int) -> tuple[list, list]:
-    """``x, y`` with a None point after every window whose successor is not the next window."""
-    xs, ys = [], []
-    step = pd.Timedelta(seconds=window_s)
-    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
-        xs.append(xi)
-        ys.append(yi)
-        if i + 1 < len(x) and x.iloc[i + 1] - xi > step:
-            xs.append(xi + step)
-            ys.append(None)
-    return xs, ys
+def _with_gaps(x: pd.Series, y: pd.Series, window_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x, y`` as arrays with a NaN point (a gap plotly does not connect) after every window whose
+    successor is not the next window; vectorised: a month of 1-minute windows is 43,200 points a path."""
+    t = pd.DatetimeIndex(x).to_numpy()
+    v = np.asarray(y, dtype=float)
+    step = np.timedelta64(int(window_s), "s")
+    gaps = np.flatnonzero(np.diff(t) > step)
+    return np.insert(t, gaps + 1, t[gaps] + step), np.insert(v, gaps + 1, np.nan)
 
 
 def data_health(frame: pd.DataFrame) -> go.Figure:
