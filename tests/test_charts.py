@@ -27,9 +27,26 @@ def test_requests_over_time_breaks_the_line_at_missing_windows() -> None:
     frame = pd.DataFrame({"window_start": [ts(0), ts(300), ts(3000)], "path": "a", "requests": [300, 600, 900],
                           "replicas": 4})
     (trace,) = charts.requests_over_time(frame, 300).data
-    assert list(trace.y[[0, 1, 3]]) == [1.0, 2.0, 3.0] and np.isnan(trace.y[2])  # NaN: plotly's gap
-    assert list(pd.to_datetime(trace.x)) == [pd.Timestamp(ts(t)) for t in (0, 300, 600, 3000)]
+    # on the 5-minute grid from the first window to the last (x0, dx: no time per point), NaN (plotly's
+    # gap) in the eight windows between
+    assert trace.x is None and trace.x0 == ts(0).strftime("%Y-%m-%d %H:%M:%S") and trace.dx == 300_000
+    assert list(trace.y[[0, 1, 10]]) == [1.0, 2.0, 3.0] and np.isnan(trace.y[2:10]).all() and len(trace.y) == 11
     assert trace.connectgaps is False
+
+
+def test_a_mostly_empty_grid_keeps_the_windows_times_with_one_gap_point() -> None:
+    # two days a month apart at 1-minute windows: 43,000 empty grid points for 4 windows, so the stored
+    # times are the x, and one NaN point after each window whose successor is not the next window
+    times = [ts(0), ts(60), ts(30 * 86400), ts(30 * 86400 + 60)]
+    x, rows = charts.on_grid(pd.DataFrame({"window_start": times, "v": [1.0, 2.0, 3.0, 4.0]}), 60)
+    assert list(pd.to_datetime(x["x"])) == [pd.Timestamp(t) for t in (ts(0), ts(60), ts(120), *times[2:])]
+    assert rows["v"].tolist()[:2] == [1.0, 2.0] and np.isnan(rows["v"].iloc[2]) and rows["v"].tolist()[3:] == [3.0, 4.0]
+    # dense enough: x0/dx and every window of the grid, in time order whatever the input's
+    x, rows = charts.on_grid(pd.DataFrame({"window_start": [ts(120), ts(0)], "v": [3.0, 1.0]}), 60)
+    assert x == {"x0": ts(0).strftime("%Y-%m-%d %H:%M:%S"), "dx": 60_000}
+    assert rows["v"].iloc[0] == 1.0 and np.isnan(rows["v"].iloc[1]) and rows["v"].iloc[2] == 3.0
+    x, rows = charts.on_grid(pd.DataFrame({"window_start": pd.to_datetime([]), "v": []}), 60)
+    assert x == {"x": []} and rows.empty
 
 
 def test_data_health_stacks_resets_and_repairs() -> None:
@@ -50,7 +67,7 @@ def _by_window() -> pd.DataFrame:
 
 
 def test_breach_share_band_in_percent() -> None:
-    fig = charts.breach_share_by_window(_by_window(), "ttft")
+    fig = charts.breach_share_by_window(_by_window(), 300, "ttft")
     names = [t.name for t in fig.data]
     assert names == ["chat high", "chat interval", "chat estimate", "chat error budget"]
     assert list(fig.data[0].y) == pytest.approx([15.0, 20.0, 35.0])
@@ -58,14 +75,14 @@ def test_breach_share_band_in_percent() -> None:
     assert list(fig.data[2].y) == pytest.approx([10.0, 20.0, 30.0])
     assert list(fig.data[3].y) == pytest.approx([1.0, 1.0, 1.0])  # 1 - target
     assert fig.layout.yaxis.title.text == "breached requests (%)"
-    joint = charts.breach_share_by_window(_by_window(), "joint")
+    joint = charts.breach_share_by_window(_by_window(), 300, "joint")
     assert [t.name for t in joint.data] == ["chat high", "chat interval", "chat error budget"]
 
 
 def test_alert_states_heatmap() -> None:
     alerts = pd.DataFrame({"window_start": W, "path": "chat", "page_1h": ["ok", "possible", "firing"],
                            "page_6h": ["ok", "ok", None], "ticket_3d": ["firing"] * 3})
-    fig = charts.alert_states(alerts)
+    fig = charts.alert_states(alerts, 300)
     (heat,) = fig.data
     assert list(heat.y) == ["chat · page 1h/5m", "chat · page 6h/30m", "chat · ticket 3d/6h"]
     assert list(heat.z[0]) == [0, 1, 2] and list(heat.z[2]) == [2, 2, 2]

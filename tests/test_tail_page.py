@@ -78,7 +78,7 @@ def test_the_tail_figures_as_data() -> None:
     q = pd.DataFrame({"window_start": list(t) * 3, "path": "p", "signal": ["ttft"] * 2 + ["tpot"] * 2 + ["e2e"] * 2,
                       "n": 10.0, "value_s": [0.3, 0.6, 0.02, 0.03, 5.0, 9.0], "low_s": [0.25, 0.5, 0.01, 0.025, 2.5, 5],
                       "high_s": [0.5, 0.75, 0.025, 0.05, 5.0, float("inf")]})
-    fig = tail_view.latency_over_time(q, "p", 0.99)
+    fig = tail_view.latency_over_time(q, "p", 0.99, 60)
     assert [a.text for a in fig.layout.annotations] == ["TTFT p99 (s)", "TPOT p99 (s)", "end-to-end p99 (s)"]
     lines = [tr for tr in fig.data if tr.name in ("TTFT", "TPOT", "end-to-end")]
     assert [list(tr.y) for tr in lines] == [[0.3, 0.6], [0.02, 0.03], [5.0, 9.0]]
@@ -86,7 +86,7 @@ def test_the_tail_figures_as_data() -> None:
     assert list(fig.data[6].y) == [5.0, 5.0]
     w = pd.DataFrame({"window_start": t, "path": "p", "ttft_share": [0.1, 0.2], "queue_alone_share": [0.05, 0.1],
                       "queue_explained_low": [0.06, 0.12], "queue_explained_high": [0.1, 0.2]})
-    fig = tail_view.queue_against_ttft(w, "p")
+    fig = tail_view.queue_against_ttft(w, "p", 60)
     by = {tr.name: list(tr.y) for tr in fig.data if tr.name}
     assert by["TTFT breach"] == pytest.approx([10.0, 20.0])
     assert by["queue time alone > threshold"] == pytest.approx([5.0, 10.0])

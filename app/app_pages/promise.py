@@ -140,9 +140,10 @@ st.subheader("Over time")
 signal = st.segmented_control("Breach share of", ["joint", "ttft", "tpot", "e2e", "queue"], key=state.PROMISE_SIGNAL,
                               default="joint", format_func=lambda s: promise_view.SIGNAL_NAMES.get(s, s))
 by_window = cache.shares(db, ref, promises, start, end, include_failed, by_window=True)
-st.plotly_chart(charts.breach_share_by_window(by_window, signal or "joint"), key="share_chart", width="stretch")
+st.plotly_chart(charts.breach_share_by_window(by_window, ref.window_s, signal or "joint"), key="share_chart",
+                width="stretch")
 alerts = cache.alerts(db, ref, promises, start, end, include_failed)
-st.plotly_chart(charts.alert_states(alerts), key="alert_chart", width="stretch")
+st.plotly_chart(charts.alert_states(alerts, ref.window_s), key="alert_chart", width="stretch")
 prices = promise_view.breach_prices(mine.get_setting(economics_view.SETTING_ECONOMICS, None), paths)
 st.dataframe(promise_view.alert_summary(alerts, ref.window_s, prices), hide_index=True, key="alert_table")
 if prices is None:

@@ -47,12 +47,13 @@ quantile = c2.select_slider("Quantile", [0.5, 0.9, 0.95, 0.99, 0.999], value=0.9
 st.subheader("The three numbers over time")
 start, end = doc["start"], doc["end"]
 quantiles = cache.tail_quantiles(db, tail_cube, quantile)
-st.plotly_chart(tail_view.latency_over_time(quantiles, path, quantile), key="tail_latency_chart", width="stretch")
+st.plotly_chart(tail_view.latency_over_time(quantiles, path, quantile, window_s), key="tail_latency_chart",
+                width="stretch")
 st.caption("Per window, the quantile of each histogram as Prometheus' histogram_quantile interpolates it, with the "
            "bucket it lies in as a band: TTFT, TPOT and end-to-end apart, never a mean.")
 
 st.subheader("Queue time against TTFT")
-st.plotly_chart(tail_view.queue_against_ttft(cache.tail_attribution_windows(db, tail_cube, promises), path),
+st.plotly_chart(tail_view.queue_against_ttft(cache.tail_attribution_windows(db, tail_cube, promises), path, window_s),
                 key="tail_queue_chart", width="stretch")
 pct = st.column_config.NumberColumn(format="%.2f %%")
 att = tail_view.attribution_table(doc)
@@ -105,7 +106,7 @@ if mine_scope["signals"]:
     st.plotly_chart(tail_view.correlation_by_lead(tail_view.correlation_frame(mine_scope)), key="tail_lead_chart",
                     width="stretch")
     windows = cache.tail_signal_windows(db, tail_cube, promises, scope)
-    st.plotly_chart(tail_view.signals_over_time(windows), key="tail_signals_chart", width="stretch")
+    st.plotly_chart(tail_view.signals_over_time(windows, window_s), key="tail_signals_chart", width="stretch")
     labels = [r["label"] for r in mine_scope["signals"]]
     which = st.selectbox("Level curve of", labels, key=state.TAIL_SIGNAL)
     chosen = next(r for r in mine_scope["signals"] if r["label"] == (which or labels[0]))

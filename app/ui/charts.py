@@ -18,33 +18,47 @@ from app.ui.promise import ALERT_LABELS
 
 MARGIN = {"t": 50, "b": 40}
 ALERT_STATES = {"ok": 0, "possible": 1, "firing": 2}
+# a grid this many times longer than the windows it holds (two snapshots a month apart at 1 minute)
+# is drawn from the windows' own times instead, with one gap point where the line breaks
+SPARSE_GRID = 4
+
+
+def on_grid(frame: pd.DataFrame, window_s: int) -> tuple[dict[str, object], pd.DataFrame]:
+    """The x of a time-series trace and ``frame`` (one row per ``window_start``) indexed by it, NaN where
+    no window was stored (a gap the line does not bridge). On the dense grid of the windows the x is
+    plotly's ``x0``/``dx`` (a month of 1-minute windows written as 43,200 times per trace was most of a
+    chart's megabytes and of its rerun); a grid mostly empty keeps the stored times, a NaN row after each
+    window whose successor is not the next one."""
+    starts = pd.DatetimeIndex(frame["window_start"])
+    step = pd.Timedelta(seconds=int(window_s))
+    rows = frame.set_index(starts).drop(columns="window_start")
+    if len(starts) == 0:
+        return {"x": []}, rows
+    grid = pd.date_range(starts.min(), starts.max(), freq=step)
+    if len(grid) <= SPARSE_GRID * len(starts) and starts.isin(grid).all():
+        return {"x0": grid[0].strftime("%Y-%m-%d %H:%M:%S"), "dx": int(window_s) * 1000}, rows.reindex(grid)
+    ordered = starts.sort_values()
+    breaks = ordered[:-1][(ordered[1:] - ordered[:-1]) > step] + step
+    index = ordered.union(breaks)
+    return {"x": index.to_numpy()}, rows.reindex(index)
 
 
 def requests_over_time(frame: pd.DataFrame, window_s: int) -> go.Figure:
     """Requests per second per path, from ``cube__requests_by_window``. A line breaks where windows are
     missing (a scrape gap, or datasets from different days), so no traffic is drawn where none was seen."""
     fig = go.Figure()
-    for path, part in frame.sort_values("window_start").groupby("path", sort=True):
-        x, y = _with_gaps(part["window_start"], part["requests"] / window_s, window_s)
+    for path, part in frame.groupby("path", sort=True):
+        x, rows = on_grid(part, window_s)
         fig.add_trace(go.Scatter(
-            x=x, y=y, name=plotly_text(path), mode="lines+markers" if len(part) <= 3 else "lines", connectgaps=False,
+            **x, y=(rows["requests"] / window_s).to_numpy(dtype=float), name=plotly_text(path),
+            mode="lines+markers" if len(part) <= 3 else "lines", connectgaps=False,
             hovertemplate="%{x}<br>%{y:.2f} req/s<extra>" + plotly_text(path) + "</extra>",
         ))
     fig.update_layout(
-        title="Requests per second by path", xaxis_title="window start (UTC)",
+        title="Requests per second by path", xaxis_title="window start (UTC)", xaxis_type="date",
         yaxis_title="requests per second", legend_title="path", margin=MARGIN,
     )
     return fig
-
-
-def _with_gaps(x: pd.Series, y: pd.Series, window_s: int) -> tuple[np.ndarray, np.ndarray]:
-    """``x, y`` as arrays with a NaN point (a gap plotly does not connect) after every window whose
-    successor is not the next window; vectorised: a month of 1-minute windows is 43,200 points a path."""
-    t = pd.DatetimeIndex(x).to_numpy()
-    v = np.asarray(y, dtype=float)
-    step = np.timedelta64(int(window_s), "s")
-    gaps = np.flatnonzero(np.diff(t) > step)
-    return np.insert(t, gaps + 1, t[gaps] + step), np.insert(v, gaps + 1, np.nan)
 
 
 def data_health(frame: pd.DataFrame) -> go.Figure:
@@ -67,27 +81,32 @@ SHARE_COLUMNS = {"joint": (None, "joint_low", "joint_high"), "ttft": ("ttft_shar
                  "queue": ("queue_share", "queue_low", "queue_high")}
 
 
-def breach_share_by_window(frame: pd.DataFrame, signal: str = "joint") -> go.Figure:
+def _pct(rows: pd.DataFrame, column: str) -> np.ndarray:
+    return 100 * rows[column].to_numpy(dtype=float)
+
+
+def breach_share_by_window(frame: pd.DataFrame, window_s: int, signal: str = "joint") -> go.Figure:
     """Per window and path: the breach share's interval as a band, the estimate as a line (marginal
     signals; the joint share has only its Fréchet interval) and the error budget (1 − target) dashed."""
     point, low, high = SHARE_COLUMNS[signal]
     fig = go.Figure()
-    for path, part in frame.sort_values("window_start").groupby("path", sort=True):
-        x = part["window_start"]
-        fig.add_trace(go.Scatter(x=x, y=100 * part[high], name=f"{plotly_text(path)} high", mode="lines",
-                                 line={"width": 0.5}, legendgroup=plotly_text(path), showlegend=False,
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} high</extra>"))
-        fig.add_trace(go.Scatter(x=x, y=100 * part[low], name=f"{plotly_text(path)} interval", mode="lines", fill="tonexty",
-                                 line={"width": 0.5}, legendgroup=plotly_text(path),
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} low</extra>"))
+    for path, part in frame.groupby("path", sort=True):
+        x, rows = on_grid(part, window_s)
+        name = plotly_text(path)
+        fig.add_trace(go.Scatter(**x, y=_pct(rows, high), name=f"{name} high", mode="lines", line={"width": 0.5},
+                                 legendgroup=name, showlegend=False,
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{name} high</extra>"))
+        fig.add_trace(go.Scatter(**x, y=_pct(rows, low), name=f"{name} interval", mode="lines", fill="tonexty",
+                                 line={"width": 0.5}, legendgroup=name,
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{name} low</extra>"))
         if point is not None:
-            fig.add_trace(go.Scatter(x=x, y=100 * part[point], name=f"{plotly_text(path)} estimate", mode="lines",
-                                     legendgroup=plotly_text(path), hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)}</extra>"))
-        fig.add_trace(go.Scatter(x=x, y=100 * (1 - part["target"]), name=f"{plotly_text(path)} error budget", mode="lines",
-                                 line={"dash": "dash"}, legendgroup=plotly_text(path),
-                                 hovertemplate="%{y:.2f} %<extra>" + f"{plotly_text(path)} budget</extra>"))
+            fig.add_trace(go.Scatter(**x, y=_pct(rows, point), name=f"{name} estimate", mode="lines", legendgroup=name,
+                                     hovertemplate="%{y:.2f} %<extra>" + f"{name}</extra>"))
+        fig.add_trace(go.Scatter(**x, y=100 - _pct(rows, "target"), name=f"{name} error budget", mode="lines",
+                                 line={"dash": "dash"}, legendgroup=name,
+                                 hovertemplate="%{y:.2f} %<extra>" + f"{name} budget</extra>"))
     label = "joint (TTFT or TPOT or failed)" if signal == "joint" else signal.upper()
-    fig.update_layout(title=f"Breach share per window: {label}", xaxis_title="window start (UTC)",
+    fig.update_layout(title=f"Breach share per window: {label}", xaxis_title="window start (UTC)", xaxis_type="date",
                       yaxis_title="breached requests (%)", legend_title="path", margin=MARGIN)
     return fig
 
@@ -101,21 +120,22 @@ def _state_codes(states: pd.Series) -> np.ndarray:
     return codes
 
 
-def alert_states(alerts: pd.DataFrame) -> go.Figure:
+def alert_states(alerts: pd.DataFrame, window_s: int) -> go.Figure:
     """The multiwindow burn-rate alerts per path over time: ok / possible (only the interval's high end
-    burns) / firing, blank where the cube window is longer than the rule's short window."""
+    burns) / firing, blank where the cube window is longer than the rule's short window or no window
+    was stored."""
     # numpy arrays throughout: plotly validates and serialises them whole (a month of 5-minute windows
     # as Python lists took a quarter of a second per promise change)
     rows, z = [], []
-    times = pd.DatetimeIndex(pd.unique(alerts["window_start"])).sort_values()
+    x, grid = on_grid(pd.DataFrame({"window_start": pd.unique(alerts["window_start"])}), window_s)
     codes = alerts[["window_start", "path"]].assign(**{rule: _state_codes(alerts[rule]) for rule in ALERT_LABELS})
     for path, part in codes.groupby("path", sort=True):
-        part = part.set_index("window_start").reindex(times)
+        part = part.set_index("window_start").reindex(grid.index)
         for rule, label in ALERT_LABELS.items():
             rows.append(f"{plotly_text(path)} · {label}")
             z.append(part[rule].to_numpy())
     fig = go.Figure(go.Heatmap(
-        x=times, y=rows, z=np.vstack(z) if z else np.empty((0, len(times)), np.float32), zmin=0, zmax=2, xgap=0,
+        **x, y=rows, z=np.vstack(z) if z else np.empty((0, len(grid)), np.float32), zmin=0, zmax=2, xgap=0,
         ygap=2,
         colorscale=[[0, "#2e7d32"], [0.33, "#2e7d32"], [0.33, "#f9a825"], [0.66, "#f9a825"], [0.66, "#c62828"],
                     [1, "#c62828"]],
@@ -123,7 +143,7 @@ def alert_states(alerts: pd.DataFrame) -> go.Figure:
         hovertemplate="%{x}<br>%{y}: %{z}<extra></extra>",
     ))
     fig.update_layout(title="Burn-rate alerts (SRE workbook multiwindow rules, 30-day budget)",
-                      xaxis_title="window start (UTC)", yaxis_title="path · rule", margin=MARGIN)
+                      xaxis_title="window start (UTC)", xaxis_type="date", yaxis_title="path · rule", margin=MARGIN)
     return fig
 
 

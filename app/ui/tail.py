@@ -16,6 +16,7 @@ from app import sql
 from app.cube import cached_cube
 from app.escape import plotly_text
 from app.store import Workspace
+from app.ui.charts import on_grid
 
 SIGNAL_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end", "queue": "queue time"}
 MARGIN = {"t": 60, "b": 40}
@@ -57,47 +58,53 @@ def window_quantiles(ws: Workspace, cube_id: int, start: datetime, end: datetime
                   quantile=float(quantile))
 
 
-def latency_over_time(quantiles: pd.DataFrame, path: str, quantile: float) -> go.Figure:
+def latency_over_time(quantiles: pd.DataFrame, path: str, quantile: float, window_s: int) -> go.Figure:
     """TTFT, TPOT and e2e apart (never averaged into one curve): the per-window quantile, and the bucket it
     lies in as a band."""
     names = [s for s in ("ttft", "tpot", "e2e") if ((quantiles["path"] == path) & (quantiles["signal"] == s)).any()]
     fig = make_subplots(rows=max(1, len(names)), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[f"{SIGNAL_TITLES[s]} p{100 * quantile:g} (s)" for s in names] or ["no data"])
     for row, s in enumerate(names, start=1):
-        part = quantiles[(quantiles["path"] == path) & (quantiles["signal"] == s)].sort_values("window_start")
-        high = part["high_s"].where(np.isfinite(part["high_s"]), part["low_s"])
-        fig.add_trace(go.Scatter(x=part["window_start"], y=high, mode="lines", line={"width": 0}, showlegend=False,
+        part = quantiles[(quantiles["path"] == path) & (quantiles["signal"] == s)]
+        x, rows = on_grid(part[["window_start", "low_s", "high_s", "value_s"]], window_s)
+        low = rows["low_s"].to_numpy(dtype=float)
+        high = rows["high_s"].to_numpy(dtype=float)
+        high = np.where(np.isfinite(high), high, low)  # an open top bucket: the band ends at its last bound
+        fig.add_trace(go.Scatter(**x, y=high, mode="lines", line={"width": 0}, showlegend=False,
                                  hoverinfo="skip"), row=row, col=1)
-        fig.add_trace(go.Scatter(x=part["window_start"], y=part["low_s"], mode="lines", line={"width": 0},
+        fig.add_trace(go.Scatter(**x, y=low, mode="lines", line={"width": 0},
                                  fill="tonexty", fillcolor="rgba(99,110,250,0.2)", name="bucket holding it",
                                  showlegend=row == 1, hoverinfo="skip"), row=row, col=1)
-        fig.add_trace(go.Scatter(x=part["window_start"], y=part["value_s"], mode="lines", name=SIGNAL_TITLES[s],
+        fig.add_trace(go.Scatter(**x, y=rows["value_s"].to_numpy(dtype=float), mode="lines", name=SIGNAL_TITLES[s],
                                  hovertemplate="%{x}<br>%{y:.3f} s<extra>" + SIGNAL_TITLES[s] + "</extra>"),
                       row=row, col=1)
         fig.update_yaxes(title_text="seconds", row=row, col=1)
     fig.update_layout(title=f"{plotly_text(path)}: p{100 * quantile:g} per window (interpolated; band: its bucket)",
                       height=220 * max(1, len(names)) + 80, margin=MARGIN, xaxis_title=None)
+    fig.update_xaxes(type="date")
     fig.update_xaxes(title_text="window start (UTC)", row=max(1, len(names)), col=1)
     return fig
 
 
-def queue_against_ttft(ttft_windows: pd.DataFrame, path: str) -> go.Figure:
+def queue_against_ttft(ttft_windows: pd.DataFrame, path: str, window_s: int) -> go.Figure:
     """Per window: the TTFT breach share, the share whose queue time alone breaches, and the interval of
     the share queueing explains (``app.tail.attribution``)."""
-    part = ttft_windows[ttft_windows["path"] == path].sort_values("window_start")
+    columns = ["queue_explained_high", "queue_explained_low", "ttft_share", "queue_alone_share"]
+    x, rows = on_grid(ttft_windows.loc[ttft_windows["path"] == path, ["window_start", *columns]], window_s)
+    pct = {c: 100 * rows[c].to_numpy(dtype=float) for c in columns}
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=part["window_start"], y=100 * part["queue_explained_high"], mode="lines",
+    fig.add_trace(go.Scatter(**x, y=pct["queue_explained_high"], mode="lines",
                              line={"width": 0}, showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=part["window_start"], y=100 * part["queue_explained_low"], mode="lines",
+    fig.add_trace(go.Scatter(**x, y=pct["queue_explained_low"], mode="lines",
                              line={"width": 0}, fill="tonexty", fillcolor="rgba(239,85,59,0.25)",
                              name="explained by queueing (interval)"))
-    fig.add_trace(go.Scatter(x=part["window_start"], y=100 * part["ttft_share"], mode="lines", name="TTFT breach",
+    fig.add_trace(go.Scatter(**x, y=pct["ttft_share"], mode="lines", name="TTFT breach",
                              hovertemplate="%{x}<br>%{y:.2f} %<extra>TTFT breach</extra>"))
-    fig.add_trace(go.Scatter(x=part["window_start"], y=100 * part["queue_alone_share"], mode="lines",
+    fig.add_trace(go.Scatter(**x, y=pct["queue_alone_share"], mode="lines",
                              name="queue time alone > threshold", line={"dash": "dot"},
                              hovertemplate="%{x}<br>%{y:.2f} %<extra>queue alone</extra>"))
     fig.update_layout(title=f"{plotly_text(path)}: queue time against TTFT", xaxis_title="window start (UTC)",
-                      yaxis_title="share of requests (%)", margin=MARGIN)
+                      xaxis_type="date", yaxis_title="share of requests (%)", margin=MARGIN)
     return fig
 
 
@@ -106,16 +113,18 @@ SIGNAL_ROWS = (("kv_usage", "KV-cache occupancy (%)", 100.0), ("preemptions_per_
                ("waiting", "waiting per replica", 1.0), ("gpu_util", "GPU utilisation (%)", 100.0))
 
 
-def signals_over_time(windows: pd.DataFrame) -> go.Figure:
+def signals_over_time(windows: pd.DataFrame, window_s: int) -> go.Figure:
     """Each signal over time beside the breach share of the same windows (right axis, %)."""
     rows = [r for r in SIGNAL_ROWS if r[0] in windows and windows[r[0]].notna().any()]
     fig = make_subplots(rows=max(1, len(rows)), cols=1, shared_xaxes=True, vertical_spacing=0.05,
                         specs=[[{"secondary_y": True}] for _ in range(max(1, len(rows)))],
                         subplot_titles=[label for _, label, _ in rows] or ["no signal"])
+    x, grid = on_grid(windows[["window_start", "breach_share", *(r[0] for r in rows)]], window_s)
+    breach = 100 * grid["breach_share"].to_numpy(dtype=float)
     for i, (col, label, scale) in enumerate(rows, start=1):
-        fig.add_trace(go.Scatter(x=windows["window_start"], y=scale * windows[col], mode="lines", name=label,
+        fig.add_trace(go.Scatter(**x, y=scale * grid[col].to_numpy(dtype=float), mode="lines", name=label,
                                  hovertemplate="%{x}<br>%{y:.3g}<extra>" + label + "</extra>"), row=i, col=1)
-        fig.add_trace(go.Scatter(x=windows["window_start"], y=100 * windows["breach_share"], mode="lines",
+        fig.add_trace(go.Scatter(**x, y=breach, mode="lines",
                                  name="breach share (%)", line={"color": "rgba(200,0,0,0.45)", "width": 1},
                                  showlegend=i == 1, hovertemplate="%{x}<br>%{y:.2f} %<extra>breach share</extra>"),
                       row=i, col=1, secondary_y=True)
@@ -123,6 +132,7 @@ def signals_over_time(windows: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text="breach (%)", row=i, col=1, secondary_y=True)
     fig.update_layout(title="Signals and breach share per window", height=200 * max(1, len(rows)) + 80,
                       margin=MARGIN)
+    fig.update_xaxes(type="date")
     fig.update_xaxes(title_text="window start (UTC)", row=max(1, len(rows)), col=1)
     return fig
 
