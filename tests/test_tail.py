@@ -4,6 +4,7 @@ per-request truth, on fleets whose engine and traffic differ from the twin's def
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app import cli, load
 from app import promise as pm
@@ -204,6 +207,25 @@ def test_level_and_lead_on_hand_built_windows() -> None:
     assert sg._warnings(np.full(30, 5.0), 4.0, np.array([25]), horizon=15) == []
     # two consecutive windows above the level make one alert at the second
     assert sg._alerts(np.array([5, 0, 5, 5, 0.0]), 4.0, 2).tolist() == [False, False, False, True, False]
+
+
+def test_onsets_and_followed_windows_by_hand() -> None:
+    # budget 0.01: above at windows 4, 5 and 9 (NaN counts as not above); an onset needs 3 quiet windows
+    y = np.array([0, 0, 0, np.nan, 0.02, 0.03, 0, 0, 0, 0.05, 0])
+    assert sg._onsets(y, 0.01).tolist() == [4, 9]
+    assert sg._onsets(np.array([0.05, 0, 0, 0, 0.05]), 0.01).tolist() == [4]  # window 0 has no quiet past
+    # followed within 2 windows: 2..5 reach window 4 or 5, 7..9 reach 9, the last window only itself
+    assert sg._followed(y, 0.01, 2).astype(int).tolist() == [0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.005, 0.02, math.nan]), max_size=40), st.integers(0, 6))
+def test_onsets_and_followed_are_the_window_by_window_rules(values: list[float], horizon: int) -> None:
+    y = np.array(values, dtype=float)
+    above = np.nan_to_num(y, nan=0.0) > 0.01
+    onsets = [t for t in range(sg.QUIET_WINDOWS, len(y)) if above[t] and not above[t - sg.QUIET_WINDOWS:t].any()]
+    assert sg._onsets(y, 0.01).tolist() == onsets
+    assert sg._followed(y, 0.01, horizon).tolist() == [bool(above[t: t + 1 + horizon].any()) for t in range(len(y))]
 
 
 def test_headroom_tail_prints_the_documented_json_markdown_and_csv(rag: Fleet, tmp_path: Path,

@@ -158,12 +158,12 @@ def _thin_curve(curve: list[tuple[float, float]], points: int = 80) -> list[tupl
 
 
 def _onsets(y: np.ndarray, budget: float) -> np.ndarray:
+    """Windows above the budget rate after QUIET_WINDOWS windows that were not (counted with a running
+    sum: a month of 1-minute windows is 43,200 of them)."""
     above = np.nan_to_num(y, nan=0.0) > budget
-    out = []
-    for t in range(QUIET_WINDOWS, len(y)):
-        if above[t] and not above[t - QUIET_WINDOWS:t].any():
-            out.append(t)
-    return np.array(out, dtype=int)
+    before = np.concatenate(([0], np.cumsum(above)))
+    t = np.arange(QUIET_WINDOWS, len(y))
+    return t[above[t] & (before[t] == before[t - QUIET_WINDOWS])].astype(int)
 
 
 def _warnings(x: np.ndarray, level: float, onsets: np.ndarray, horizon: int) -> list[int]:
@@ -192,9 +192,12 @@ def _alerts(x: np.ndarray, level: float, k: int) -> np.ndarray:
 
 
 def _followed(y: np.ndarray, budget: float, horizon: int) -> np.ndarray:
-    """Per window: a window above the budget rate at it or within the horizon after it."""
+    """Per window: a window above the budget rate at it or within the horizon after it (a running sum's
+    difference over [t, t + horizon])."""
     bad = np.nan_to_num(y, nan=0.0) > budget
-    return np.array([bad[t: t + 1 + horizon].any() for t in range(len(bad))], dtype=bool)
+    before = np.concatenate(([0], np.cumsum(bad)))
+    t = np.arange(len(bad))
+    return before[np.minimum(t + 1 + horizon, len(bad))] > before[t]
 
 
 def _rule_score(x: np.ndarray, y: np.ndarray, level: float, k: int, budget: float, horizon: int,
