@@ -117,6 +117,7 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
         chip = page.get_by_test_id("stFileChip")  # the chip shortens long names: "vllm-v...atadog.prom"
         expect(chip).to_have_count(1, timeout=SLOW)
         expect(chip).to_contain_text("12.8KB")
+        page.get_by_text("Keep the bundled sample in my analysis").click()  # the journey goes on with its paths
         page.get_by_role("button", name="Load", exact=True).click()
         summary = page.get_by_test_id("stAlert").filter(has_text=UPLOAD.name)
         expect(summary).to_contain_text("loaded", timeout=SLOW)

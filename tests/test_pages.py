@@ -33,6 +33,7 @@ from app.ui import data as data_view
 from app.ui import promise as promise_view
 from app.ui import session, state
 from tests.conftest import REAL_CAPTURES
+from tests.support import small_export
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app" / "streamlit_app.py"
@@ -205,6 +206,38 @@ def test_upload_summarises_each_file_and_a_bad_file_does_not_stop_the_others() -
     assert any("broken.prom" in e.value for e in at.error)
     assert len(table(at, "datasets")) == 2
     assert "facebook/opt-125m" in set(table(at, "paths")["path"])
+
+
+def test_an_upload_takes_the_bundled_samples_place_in_the_analysis_unless_kept(workspace_db: Path) -> None:
+    """The dashboard opens on the bundled sample; a user's own file replaces it in their analysis (it
+    stays listed, to add back), and a later file joins theirs. Ticked, the sample stays beside it."""
+    good = (REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom").read_bytes()
+    at = open_app()
+    assert at.multiselect(key=state.ACTIVE_DATASETS).value == [1]
+    at.file_uploader(key=state.UPLOADS).set_value([("vllm-v0-opt125m-datadog.prom", good, "text/plain")])
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key=state.ACTIVE_DATASETS).value == [2]
+    assert set(table(at, "paths")["path"]) == {"facebook/opt-125m"}
+    assert len(table(at, "datasets")) == 2
+    at.run()  # (the form above the load was drawn before it)
+    assert not [c for c in at.checkbox if c.key == state.KEEP_SAMPLE]  # offered only on the sample alone
+    other = small_export.write(workspace_db.parent / "other.prom", ["other-model"], seed=5, scrapes=6)
+    at.file_uploader(key=state.UPLOADS).set_value([("other.prom", other.read_bytes(), "text/plain")])
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert at.multiselect(key=state.ACTIVE_DATASETS).value == [2, 3]
+
+
+
+def test_an_upload_joins_the_bundled_sample_when_asked(workspace_db: Path) -> None:
+    at = open_app()
+    good = (REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom").read_bytes()
+    at.file_uploader(key=state.UPLOADS).set_value([("vllm-v0-opt125m-datadog.prom", good, "text/plain")])
+    at.checkbox(key=state.KEEP_SAMPLE).check()
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key=state.ACTIVE_DATASETS).value == [1, 2]
+    assert {INTERACTIVE, BATCH, "facebook/opt-125m"} <= set(table(at, "paths")["path"])
 
 
 def test_path_rules_are_stored_and_build_a_new_cube(workspace_db: Path) -> None:
@@ -414,6 +447,7 @@ def test_a_sessions_choices_are_its_own_and_the_workspace_is_shared(workspace_db
     assert any("Shared" in c.value and "Yours" in c.value for c in a.sidebar.caption)
     good = (REAL_CAPTURES / "vllm-v0-opt125m-datadog.prom").read_bytes()
     a.file_uploader(key=state.UPLOADS).set_value([("vllm-v0-opt125m-datadog.prom", good, "text/plain")])
+    a.checkbox(key=state.KEEP_SAMPLE).check()  # beside the sample, whose paths A sets a promise on
     a.button(key="FormSubmitter:upload_form-Load").click().run()
     assert "facebook/opt-125m" in set(table(a, "paths")["path"])
     goto(a, "promise")
@@ -439,7 +473,6 @@ def test_a_sessions_choices_are_its_own_and_the_workspace_is_shared(workspace_db
 def test_hostile_names_are_shown_as_text(workspace_db: Path, tmp_path: Path) -> None:
     """A path named with markup, HTML and a formula reaches the pages' markdown escaped (``app.escape.md``)."""
     from app.escape import md
-    from tests.support import small_export
 
     name = "<img src=x onerror=alert(1)> **b** :red[x] $y$"
     export = small_export.write(tmp_path / "hostile.prom", [name], seed=3, scrapes=9)

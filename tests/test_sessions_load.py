@@ -96,6 +96,7 @@ async def one_session(browser, url: str, i: int, export: Path, path: str, expect
 
     await page.locator('input[type="file"]').first.set_input_files(export)
     await expect(page.get_by_test_id("stFileChip")).to_have_count(1, timeout=SLOW)
+    await page.get_by_text("Keep the bundled sample in my analysis").click()  # its paths and its own
     await page.get_by_role("button", name="Load", exact=True).click()
     summary = page.get_by_test_id("stAlert").filter(has_text=export.name)
     await expect(summary).to_contain_text("loaded", timeout=SLOW)

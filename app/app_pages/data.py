@@ -26,11 +26,16 @@ with st.form("upload_form", clear_on_submit=True):
         f"{st.get_option('server.maxUploadSize')} MB per file: `headroom dashboard --max-upload-mb`)",
         accept_multiple_files=True, key=state.UPLOADS,
     )
+    on_sample = data_view.sample_only(ws, data_view.active_datasets(ws, mine))
+    keep_sample = on_sample and st.checkbox(
+        "Keep the bundled sample in my analysis", key=state.KEEP_SAMPLE,
+        help="Unticked, your files take the sample's place in your analysis (it stays listed below, to add "
+             "back): its paths and demand are another fleet's.")
     submitted = st.form_submit_button("Load")
 if submitted and uploads:
     with st.spinner("Loading…"):
         loaded = data_view.load_uploads(ws, uploads)
-        data_view.add_to_analysis(ws, mine, loaded)  # into this session's analysis, no one else's
+        data_view.add_to_analysis(ws, mine, loaded, keep_sample=keep_sample)  # this session's analysis only
         st.session_state[state.LAST_REPORTS] = data_view.report_rows(loaded)
         st.session_state[state.LAST_MESSAGES] = data_view.load_messages(loaded)
 with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or VictoriaMetrics"):

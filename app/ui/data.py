@@ -23,6 +23,7 @@ from app.ui.session import Settings
 SAMPLE_EXPORT = "sample/metrics.parquet"
 
 
+SAMPLE_NAME = "bundled sample"
 SAMPLE_ENV = "HEADROOM_SAMPLE"  # another export to open an empty workspace on (tests use a 1-hour slice)
 
 
@@ -53,7 +54,16 @@ def ensure_sample_loaded(ws: Workspace) -> LoadReport | None:
     path = sample_path()
     if ws.dataset_ids() or not path.is_file():
         return None
-    return load.load_file(ws, path, name="bundled sample", display=f"bundled sample ({path.name})")
+    return load.load_file(ws, path, name=SAMPLE_NAME, display=f"{SAMPLE_NAME} ({path.name})")
+
+
+def sample_only(ws: Workspace, dataset_ids: Iterable[int]) -> bool:
+    """Whether ``dataset_ids`` are the bundled sample alone (what the dashboard opened on)."""
+    ids = {int(i) for i in dataset_ids}
+    if not ids:
+        return False
+    datasets = ws.datasets()
+    return ids <= set(datasets.loc[datasets["name"] == SAMPLE_NAME, "dataset_id"].astype(int))
 
 
 def load_uploads(ws: Workspace, uploads: Iterable[Upload]) -> list[LoadReport]:
@@ -162,9 +172,13 @@ def active_datasets(ws: Workspace, settings: Settings | None = None) -> list[int
     return chosen or existing
 
 
-def add_to_analysis(ws: Workspace, settings: Settings, reports: Iterable[LoadReport]) -> list[int]:
-    """Put the datasets of a load (loaded, or found already loaded) into the session's analysis. A pull
-    kept as a dataset of kind live cannot share a cube (``app.cube.check_live``): it becomes the
+def add_to_analysis(ws: Workspace, settings: Settings, reports: Iterable[LoadReport],
+                    keep_sample: bool = False) -> list[int]:
+    """Put the datasets of a load (loaded, or found already loaded) into the session's analysis. While
+    the analysis is the bundled sample alone, the user's own data take its place (it stays listed, to
+    add back) unless ``keep_sample``: the sample's paths and demand are another fleet's, and a cube of
+    both is a pass over both (a month's export beside it: 374 s, where the load keeps its own cube).
+    A pull kept as a dataset of kind live cannot share a cube (``app.cube.check_live``): it becomes the
     analysis alone, at its window when the session's is not a multiple of it; files loaded after it
     take its place."""
     ids = active_datasets(ws, settings)
@@ -179,7 +193,10 @@ def add_to_analysis(ws: Workspace, settings: Settings, reports: Iterable[LoadRep
         return ids
     new = [r.dataset_id for r in loaded if r.dataset_id not in ids]
     if new:
-        ids = sorted({*(i for i in ids if i not in pulled), *new})
+        kept = [i for i in ids if i not in pulled]
+        if not keep_sample and sample_only(ws, kept) and not sample_only(ws, new):
+            kept = []
+        ids = sorted({*kept, *new})
         settings.set_setting(SETTING_DATASETS, ids)
     return ids
 

@@ -13,6 +13,7 @@ SESSION_ID = "session_id"  # this browser session's id (``app.ui.session``), mir
 
 # data
 UPLOADS = "data_uploads"
+KEEP_SAMPLE = "data_keep_sample"  # an upload joins the bundled sample in the analysis instead of replacing it
 LAST_REPORTS = "data_last_reports"
 LAST_MESSAGES = "data_last_messages"  # per file of the last load: (level, markdown)
 WINDOW = "data_window"
