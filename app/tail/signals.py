@@ -200,11 +200,12 @@ def _followed(y: np.ndarray, budget: float, horizon: int) -> np.ndarray:
     return before[np.minimum(t + 1 + horizon, len(bad))] > before[t]
 
 
-def _rule_score(x: np.ndarray, y: np.ndarray, level: float, k: int, budget: float, horizon: int,
+def _rule_score(x: np.ndarray, followed: np.ndarray, level: float, k: int, horizon: int,
                 onsets: np.ndarray) -> tuple[float, float, int]:
+    """Precision, recall and alert count of "x >= level for k windows"; ``followed``: ``_followed``."""
     alerts = _alerts(x, level, k)
     idx = np.nonzero(alerts)[0]
-    precision = float(_followed(y, budget, horizon)[idx].mean()) if len(idx) else math.nan
+    precision = float(followed[idx].mean()) if len(idx) else math.nan
     warned = [alerts[max(0, t - horizon): t + 1].any() for t in onsets]
     recall = float(np.mean(warned)) if len(onsets) else math.nan
     return precision, recall, int(len(idx))
@@ -270,6 +271,8 @@ def analyse(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promis
 def _rule(frame: pd.DataFrame, results: list[SignalResult], y: np.ndarray, budget: float, horizon: int,
           onsets: np.ndarray, step_min: float) -> Rule | None:
     best: tuple[float, Rule] | None = None
+    followed = _followed(y, budget, horizon)  # the same for every candidate rule
+    base_rate = float(followed.mean())
     for r in results:
         if r.signal not in SCALE_ON or r.level is None:
             continue
@@ -278,7 +281,7 @@ def _rule(frame: pd.DataFrame, results: list[SignalResult], y: np.ndarray, budge
             k = max(1, int(round(minutes / step_min)))
             if k * step_min != minutes and minutes != DURATIONS_MIN[0]:
                 continue  # a duration the windows cannot express
-            precision, recall, n = _rule_score(x, y, r.level, k, budget, horizon, onsets)
+            precision, recall, n = _rule_score(x, followed, r.level, k, horizon, onsets)
             if not n or math.isnan(precision) or math.isnan(recall):
                 continue
             f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
@@ -288,7 +291,7 @@ def _rule(frame: pd.DataFrame, results: list[SignalResult], y: np.ndarray, budge
             text = (f"scale out when {r.signal} >= {r.level:.3g}{per} for {minutes_shown:g} minute"
                     f"{'s' if minutes_shown != 1 else ''}")
             rule = Rule(signal=r.signal, level=r.level, minutes=int(minutes_shown), precision=precision, recall=recall,
-                        alerts=n, base_rate=float(_followed(y, budget, horizon).mean()), median_lead_min=float(np.median(leads)) * step_min if leads else None, text=text)
+                        alerts=n, base_rate=base_rate, median_lead_min=float(np.median(leads)) * step_min if leads else None, text=text)
             if best is None or f1 > best[0] + 1e-12:
                 best = (f1, rule)
     return best[1] if best else None

@@ -37,7 +37,7 @@ def default_window(samples: int, minute_cube_cached: bool) -> int:
 
 def window_note(window_s: int, samples: int, minute_cube_cached: bool) -> str | None:
     """What the page says about its windows while the 1-minute cube of a large dataset is not built."""
-    if minute_cube_cached or samples <= MINUTE_CUBE_SAMPLES:
+    if default_window(samples, minute_cube_cached) == 60:
         return None
     if window_s == 60:
         return (f"Building the 1-minute cube: a pass over all {samples:,} samples of these datasets, minutes at "
