@@ -264,9 +264,10 @@ def test_deleting_a_dataset(workspace_db: Path) -> None:
 
 
 # -- promise ---------------------------------------------------------------------------------------------
-def independent_ttft_share(sample_slice: Path, path: str, le: str) -> float:
+def independent_ttft_share(sample_slice: Path, path: str, le: str, since: datetime | None = None) -> float:
     """Share of ``path``'s first tokens above bucket bound ``le``, straight from the export's raw
-    samples: per series the last value minus the first (no restart in the slice), summed over replicas."""
+    samples: per series the last value minus the first (no restart in the slice), or minus the last
+    at or before ``since`` (UTC), summed over replicas."""
     raw = pd.read_parquet(sample_slice)
     raw = raw[raw["metric"].isin([f"vllm:time_to_first_token_seconds_{s}" for s in ("bucket", "count")])]
     labels = raw["labels"].map(json.loads)
@@ -275,8 +276,12 @@ def independent_ttft_share(sample_slice: Path, path: str, le: str) -> float:
     count = raw[raw["metric"].str.endswith("_count")]
 
     def increase(frame: pd.DataFrame) -> float:
-        g = frame.sort_values("timestamp").groupby("labels")["value"]
-        return float((g.last() - g.first()).sum())
+        frame = frame.sort_values("timestamp")
+        g = frame.groupby("labels")["value"]
+        if since is None:
+            return float((g.last() - g.first()).sum())
+        before = frame[frame["timestamp"] <= pd.Timestamp(since, tz="UTC")].groupby("labels")["value"].last()
+        return float((g.last() - before).sum())
 
     return 1 - increase(bucket) / increase(count)
 
@@ -312,6 +317,34 @@ def test_a_threshold_change_updates_the_share_without_rebuilding_the_cube(worksp
     other = goto(open_app(), "promise")
     assert other.session_state[state.SESSION_ID] != sid
     assert other.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).value == 0.5
+    assert_picklable(at)
+
+
+def test_a_quick_range_counts_back_from_the_end_of_the_data(sample_slice: Path) -> None:
+    at = goto(open_app(), "promise")
+    quick = at.segmented_control(key=state.PROMISE_QUICK)
+    # the slice's samples run from 11:30 to 12:30, so its windows from (11:25, 11:30] to (12:25, 12:30]
+    assert [o.content for o in quick.proto.options] == ["last 15 min", "last 1 h", "all"] and quick.value is None
+    first, last = datetime(2026, 11, 17, 11, 25), datetime(2026, 11, 17, 12, 25)
+    assert at.select_slider(key=state.PROMISE_RANGE).value == (first, last)
+    at.number_input(key=state.promise_key(INTERACTIVE, "ttft_s")).set_value(1.0).run()
+    at.segmented_control(key=state.PROMISE_QUICK).set_value("last 15 min").run()
+    assert not at.exception, at.exception
+    since = datetime(2026, 11, 17, 12, 15)
+    assert at.select_slider(key=state.PROMISE_RANGE).value == (since, last)
+    share = table(at, "promise_marginals").set_index(["path", "signal"]).loc[(INTERACTIVE, "TTFT"), "breach %"]
+    expected = independent_ttft_share(sample_slice, INTERACTIVE, "1.0", since=since)
+    whole = independent_ttft_share(sample_slice, INTERACTIVE, "1.0")
+    assert abs(expected - whole) > 0.01  # the last quarter hour's share is not the hour's
+    assert share == pytest.approx(100 * expected, rel=1e-9)
+    # a range of one's own lights no quick pick; "all" gives the whole slice back
+    at.select_slider(key=state.PROMISE_RANGE).set_range(datetime(2026, 11, 17, 12, 0), last).run()
+    assert at.segmented_control(key=state.PROMISE_QUICK).value is None
+    at.segmented_control(key=state.PROMISE_QUICK).set_value("all").run()
+    assert at.select_slider(key=state.PROMISE_RANGE).value == (first, last)
+    share = table(at, "promise_marginals").set_index(["path", "signal"]).loc[(INTERACTIVE, "TTFT"), "breach %"]
+    assert share == pytest.approx(100 * whole, rel=1e-9)
+    assert not at.exception, at.exception
     assert_picklable(at)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 
 import pandas as pd
@@ -106,6 +107,32 @@ def test_promise_tables_and_bound_notes(ws: Workspace) -> None:
     notes = promise_view.bound_notes(marginals, data_view.bucket_bounds(ws, cube_id))
     assert len(notes) == 1
     assert "TTFT 0.6 s is not a bucket bound" in notes[0] and "Use 0.5 s or 0.75 s" in notes[0]
+
+
+def test_quick_ranges_count_back_from_the_end_of_the_data() -> None:
+    day = datetime(2026, 11, 17)
+    # two days of 5-minute windows, the second day's 23:00-23:25 missing (a scrape gap)
+    starts = [day + timedelta(minutes=5 * i) for i in range(576)]
+    starts = [t for t in starts if not day + timedelta(hours=47) <= t < day + timedelta(hours=47, minutes=30)]
+    picks = promise_view.quick_ranges(starts, 300)
+    last = day + timedelta(hours=47, minutes=55)
+    # at least two windows long and shorter than the 48 hours of data; 7 and 30 days are not offered
+    assert list(picks) == ["last 15 min", "last 1 h", "last 6 h", "last 24 h", "all"]
+    assert picks["last 15 min"] == (day + timedelta(hours=47, minutes=45), last)
+    # the last hour starts at 23:00, which the gap left out: its first window is the first after it
+    assert picks["last 1 h"] == (day + timedelta(hours=47, minutes=30), last)
+    assert picks["last 6 h"] == (day + timedelta(hours=42), last)
+    assert picks["last 24 h"] == (day + timedelta(hours=24), last)
+    assert picks["all"] == (day, last)
+    # hour windows: 15 minutes and an hour are shorter than two windows
+    hours = [day + timedelta(hours=i) for i in range(24)]
+    assert list(promise_view.quick_ranges(hours, 3600)) == ["last 6 h", "all"]
+    # exactly 24 hours of data: "last 24 h" would be all of it, which "all" says
+    assert "last 24 h" not in promise_view.quick_ranges(hours, 3600)
+    # nothing to pick from: no windows, one window, or a span shorter than every quick range
+    assert promise_view.quick_ranges([], 300) == {}
+    assert promise_view.quick_ranges([day], 300) == {}
+    assert promise_view.quick_ranges([day, day + timedelta(minutes=5)], 300) == {}
 
 
 def test_promise_defaults_and_storage(ws: Workspace) -> None:

@@ -8,7 +8,7 @@ Queries: ``promise__shares`` (per path and per window), ``promise__burn_alerts``
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 import streamlit as st
@@ -94,17 +94,37 @@ for path in paths:
 if state.PROMISE_ERROR in st.session_state:
     st.error(md(st.session_state[state.PROMISE_ERROR]))
 
+
+def _quick_chosen(picks: dict[str, tuple[datetime, datetime]]) -> None:
+    label = st.session_state.get(state.PROMISE_QUICK)
+    if label in picks:
+        st.session_state[state.PROMISE_RANGE] = picks[label]
+
+
+def _range_dragged() -> None:
+    st.session_state[state.PROMISE_QUICK] = None  # a range of one's own: no quick pick is lit
+
+
 # -- range and options ---------------------------------------------------------------------------------
 stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
 windows = promise_view.window_labels(cache.requests_per_window(db, ref)["window_start"])
+picks = promise_view.quick_ranges(list(windows), ref.window_s)
 chosen = st.session_state.get(state.PROMISE_RANGE)
 if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= windows.keys()):
     del st.session_state[state.PROMISE_RANGE]  # another cube: its windows differ
+    if st.session_state.get(state.PROMISE_QUICK) in picks:  # a quick pick follows the data
+        st.session_state[state.PROMISE_RANGE] = picks[st.session_state[state.PROMISE_QUICK]]
+if st.session_state.get(state.PROMISE_QUICK) not in picks:
+    st.session_state[state.PROMISE_QUICK] = None
+st.session_state.setdefault(state.PROMISE_RANGE, (next(iter(windows)), next(reversed(windows))))
+if picks:
+    c1.segmented_control("Quick range (back from the end of the data)", list(picks), key=state.PROMISE_QUICK,
+                         on_change=_quick_chosen, args=(picks,))
 first, last = c1.select_slider("Windows (start of the first and of the last)", list(windows),
-                               value=(next(iter(windows)), next(reversed(windows))), key=state.PROMISE_RANGE,
-                               format_func=windows.__getitem__)
+                               key=state.PROMISE_RANGE, format_func=windows.__getitem__,
+                               on_change=_range_dragged)
 include_failed = c2.toggle("Failed requests count as breaches", value=True, key=state.INCLUDE_FAILED)
 start, end = first, last + timedelta(seconds=ref.window_s)
 

@@ -3,8 +3,9 @@ with their bounds, the headline numbers, the bucket-bound notes and the alert su
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -182,6 +183,27 @@ def window_labels(starts: pd.Series) -> dict[datetime, str]:
     5-minute windows is 8,640 options: labelled in one vectorised pass, not per option at every rerun)."""
     index = pd.DatetimeIndex(starts.unique()).sort_values()
     return dict(zip(index.to_pydatetime(), index.strftime("%m-%d %H:%M"), strict=True))
+
+
+# Grafana's quick ranges, counted back from the end of the data (an export is history: "now" is its end)
+QUICK_RANGES = {"last 15 min": 900, "last 1 h": 3600, "last 6 h": 21600, "last 24 h": 86400,
+                "last 7 d": 7 * 86400, "last 30 d": 30 * 86400}
+WHOLE_RANGE = "all"
+
+
+def quick_ranges(starts: Sequence[datetime], window_s: int) -> dict[str, tuple[datetime, datetime]]:
+    """The range slider's quick picks: each of ``QUICK_RANGES`` at least two windows long and shorter
+    than the data, as (first, last) window starts among ``starts`` (sorted): the windows that begin at
+    or after the data's end (the last start + ``window_s``) minus the range; then the whole range."""
+    if not starts:
+        return {}
+    end = starts[-1] + timedelta(seconds=window_s)
+    span = (end - starts[0]).total_seconds()
+    picks: dict[str, tuple[datetime, datetime]] = {}
+    for label, seconds in QUICK_RANGES.items():
+        if 2 * window_s <= seconds < span:
+            picks[label] = (starts[bisect_left(starts, end - timedelta(seconds=seconds))], starts[-1])
+    return {**picks, WHOLE_RANGE: (starts[0], starts[-1])} if picks else {}
 
 
 def report_download(datasets: Sequence[str], text: str, csv: bool) -> str:

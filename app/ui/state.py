@@ -30,6 +30,7 @@ LIVE_TOKEN_GEN = "live_token_gen"  # the token field's key suffix (a new field a
 
 # promise
 PROMISE_RANGE = "promise_range"
+PROMISE_QUICK = "promise_quick_range"
 INCLUDE_FAILED = "promise_include_failed"
 PROMISE_SIGNAL = "promise_chart_signal"
 PROMISE_ERROR = "promise_error"
