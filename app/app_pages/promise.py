@@ -114,8 +114,7 @@ picks = promise_view.quick_ranges(list(windows), ref.window_s)
 chosen = st.session_state.get(state.PROMISE_RANGE)
 if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= windows.keys()):
     del st.session_state[state.PROMISE_RANGE]  # another cube: its windows differ
-    if st.session_state.get(state.PROMISE_QUICK) in picks:  # a quick pick follows the data
-        st.session_state[state.PROMISE_RANGE] = picks[st.session_state[state.PROMISE_QUICK]]
+    st.session_state[state.PROMISE_QUICK] = None
 if st.session_state.get(state.PROMISE_QUICK) not in picks:
     st.session_state[state.PROMISE_QUICK] = None
 st.session_state.setdefault(state.PROMISE_RANGE, (next(iter(windows)), next(reversed(windows))))
