@@ -110,18 +110,19 @@ stored = promise_view.stored_promises(mine, paths)
 promises = tuple(promise_view.promise_tuple(p, stored[p]) for p in paths)
 c1, c2 = st.columns([3, 1])
 windows = promise_view.window_labels(cache.requests_per_window(db, ref)["window_start"])
-picks = promise_view.quick_ranges(list(windows), ref.window_s)
+starts = list(windows)
+picks = promise_view.quick_ranges(starts, ref.window_s)
 chosen = st.session_state.get(state.PROMISE_RANGE)
 if chosen is not None and not (isinstance(chosen, tuple) and set(chosen) <= windows.keys()):
     del st.session_state[state.PROMISE_RANGE]  # another cube: its windows differ
     st.session_state[state.PROMISE_QUICK] = None
 if st.session_state.get(state.PROMISE_QUICK) not in picks:
     st.session_state[state.PROMISE_QUICK] = None
-st.session_state.setdefault(state.PROMISE_RANGE, (next(iter(windows)), next(reversed(windows))))
+st.session_state.setdefault(state.PROMISE_RANGE, (starts[0], starts[-1]))
 if picks:
     c1.segmented_control("Quick range (back from the end of the data)", list(picks), key=state.PROMISE_QUICK,
                          on_change=_quick_chosen, args=(picks,))
-first, last = c1.select_slider("Windows (start of the first and of the last)", list(windows),
+first, last = c1.select_slider("Windows (start of the first and of the last)", starts,
                                key=state.PROMISE_RANGE, format_func=windows.__getitem__,
                                on_change=_range_dragged)
 include_failed = c2.toggle("Failed requests count as breaches", value=True, key=state.INCLUDE_FAILED)

@@ -81,7 +81,8 @@ SHARE_COLUMNS = {"joint": (None, "joint_low", "joint_high"), "ttft": ("ttft_shar
                  "queue": ("queue_share", "queue_low", "queue_high")}
 
 
-def _pct(rows: pd.DataFrame, column: str) -> np.ndarray:
+def percent_of(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """A share column of ``on_grid``'s rows in percent, as the float array a trace takes."""
     return 100 * rows[column].to_numpy(dtype=float)
 
 
@@ -93,16 +94,16 @@ def breach_share_by_window(frame: pd.DataFrame, window_s: int, signal: str = "jo
     for path, part in frame.groupby("path", sort=True):
         x, rows = on_grid(part, window_s)
         name = plotly_text(path)
-        fig.add_trace(go.Scatter(**x, y=_pct(rows, high), name=f"{name} high", mode="lines", line={"width": 0.5},
+        fig.add_trace(go.Scatter(**x, y=percent_of(rows, high), name=f"{name} high", mode="lines", line={"width": 0.5},
                                  legendgroup=name, showlegend=False,
                                  hovertemplate="%{y:.2f} %<extra>" + f"{name} high</extra>"))
-        fig.add_trace(go.Scatter(**x, y=_pct(rows, low), name=f"{name} interval", mode="lines", fill="tonexty",
+        fig.add_trace(go.Scatter(**x, y=percent_of(rows, low), name=f"{name} interval", mode="lines", fill="tonexty",
                                  line={"width": 0.5}, legendgroup=name,
                                  hovertemplate="%{y:.2f} %<extra>" + f"{name} low</extra>"))
         if point is not None:
-            fig.add_trace(go.Scatter(**x, y=_pct(rows, point), name=f"{name} estimate", mode="lines", legendgroup=name,
+            fig.add_trace(go.Scatter(**x, y=percent_of(rows, point), name=f"{name} estimate", mode="lines", legendgroup=name,
                                      hovertemplate="%{y:.2f} %<extra>" + f"{name}</extra>"))
-        fig.add_trace(go.Scatter(**x, y=100 - _pct(rows, "target"), name=f"{name} error budget", mode="lines",
+        fig.add_trace(go.Scatter(**x, y=100 - percent_of(rows, "target"), name=f"{name} error budget", mode="lines",
                                  line={"dash": "dash"}, legendgroup=name,
                                  hovertemplate="%{y:.2f} %<extra>" + f"{name} budget</extra>"))
     label = "joint (TTFT or TPOT or failed)" if signal == "joint" else signal.upper()

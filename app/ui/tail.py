@@ -16,7 +16,7 @@ from app import sql
 from app.cube import cached_cube
 from app.escape import plotly_text
 from app.store import Workspace
-from app.ui.charts import on_grid
+from app.ui.charts import on_grid, percent_of
 
 SIGNAL_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end", "queue": "queue time"}
 MARGIN = {"t": 60, "b": 40}
@@ -91,7 +91,7 @@ def queue_against_ttft(ttft_windows: pd.DataFrame, path: str, window_s: int) -> 
     the share queueing explains (``app.tail.attribution``)."""
     columns = ["queue_explained_high", "queue_explained_low", "ttft_share", "queue_alone_share"]
     x, rows = on_grid(ttft_windows.loc[ttft_windows["path"] == path, ["window_start", *columns]], window_s)
-    pct = {c: 100 * rows[c].to_numpy(dtype=float) for c in columns}
+    pct = {c: percent_of(rows, c) for c in columns}
     fig = go.Figure()
     fig.add_trace(go.Scatter(**x, y=pct["queue_explained_high"], mode="lines",
                              line={"width": 0}, showlegend=False, hoverinfo="skip"))
@@ -120,7 +120,7 @@ def signals_over_time(windows: pd.DataFrame, window_s: int) -> go.Figure:
                         specs=[[{"secondary_y": True}] for _ in range(max(1, len(rows)))],
                         subplot_titles=[label for _, label, _ in rows] or ["no signal"])
     x, grid = on_grid(windows[["window_start", "breach_share", *(r[0] for r in rows)]], window_s)
-    breach = 100 * grid["breach_share"].to_numpy(dtype=float)
+    breach = percent_of(grid, "breach_share")
     for i, (col, label, scale) in enumerate(rows, start=1):
         fig.add_trace(go.Scatter(**x, y=scale * grid[col].to_numpy(dtype=float), mode="lines", name=label,
                                  hovertemplate="%{x}<br>%{y:.3g}<extra>" + label + "</extra>"), row=i, col=1)
