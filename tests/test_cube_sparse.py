@@ -137,6 +137,7 @@ def test_created_nan_and_a_single_scrape_take_the_same_rules() -> None:
         assert general["resets"].sum() > 0 and general["first_counted"].any()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     steps=st.lists(st.tuples(st.integers(0, 50), st.booleans(), st.sampled_from([60, 61, 75, 120, 300])),

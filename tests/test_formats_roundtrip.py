@@ -116,7 +116,7 @@ def _write(kind: str, tmp: Path) -> list[Path]:
 KINDS = [
     "text-ms", "openmetrics", "api-matrix", "api-vectors", "vm-jsonl", "promtool-dump", "csv",
     "csv-columns-epoch-ms", "parquet", "parquet-columns", "aiperf", "aiperf-bare-counters",
-    "gzip-openmetrics", "snapshot-dir",
+    "gzip-openmetrics", pytest.param("snapshot-dir", marks=pytest.mark.slow),  # a file per scrape
 ]
 
 

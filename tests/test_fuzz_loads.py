@@ -246,6 +246,7 @@ BYTE_OPS = ["truncate", "delete", "duplicate", "flip", "insert"]
 TEXT_OPS = ["drop_line", "dup_line", "swap_lines", "number", "quoted", "crlf", "long_value"]
 
 
+@pytest.mark.slow
 @fuzz(70)
 @given(name=st.sampled_from(sorted(SEEDS)), ops=st.lists(st.sampled_from(BYTE_OPS + TEXT_OPS), min_size=1, max_size=4),
        seed=st.integers(0, 2**32 - 1), compress=st.booleans())

@@ -183,6 +183,7 @@ _COUNT_EDITS = st.lists(st.sampled_from(["same", "differs", "nan", "no_inf", "no
                         min_size=1, max_size=12)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(edits=_COUNT_EDITS)
 def test_the_count_against_inf_note_counts_the_differing_kept_scrapes(edits: list[str]) -> None:

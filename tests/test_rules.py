@@ -146,6 +146,7 @@ def test_the_alerts_fire_on_a_synthetic_burn(tmp_path: Path) -> None:
     assert "SUCCESS" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_cli_reads_the_exports_bounds_and_says_what_is_wrong(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parents[1] / "data" / "sample" / "metrics.parquet"
     rc, _, err = _run("rules", str(sample), "--preset", "mlperf-v5.1-llama3.1-8b-server")

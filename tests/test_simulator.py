@@ -120,6 +120,7 @@ def test_scenario_traces_are_nested_and_deterministic() -> None:
 
 
 # -- determinism --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_same_seed_same_export_bytes(tmp_path: Path, day) -> None:
     again = simulate_day(seed=11, hours=HOURS, start=NOON, warmup_s=600)
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
@@ -364,6 +365,7 @@ def test_per_request_latencies_follow_vllm_definitions(day) -> None:
     assert 0.03 < inter.ttft_s.median() < 0.5
 
 
+@pytest.mark.slow
 def test_more_replicas_never_worse() -> None:
     trace = scale_traffic(generate_trace(21, hours=1.0, start=NOON, warmup_s=0), 1.5)
     shares = {}

@@ -228,6 +228,7 @@ def test_onsets_and_followed_are_the_window_by_window_rules(values: list[float],
     assert sg._followed(y, 0.01, horizon).tolist() == [bool(above[t: t + 1 + horizon].any()) for t in range(len(y))]
 
 
+@pytest.mark.slow
 def test_headroom_tail_prints_the_documented_json_markdown_and_csv(rag: Fleet, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     export_file = tmp_path / "f2.parquet"
