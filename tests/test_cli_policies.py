@@ -6,18 +6,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app import cli
 from app.economics import policy_file, render
 from app.economics.demand import LengthDistribution
 from app.economics.policies import histogram_cut_share
-from app.simulator import Events, simulate_day
-from app.simulator.sample import write_metrics_parquet
+from tests.support.cli_run import run_cli, simulated_export
 
 PROMISES = ["--promise", "llama-3.1-8b-interactive=0.5/0.05", "--promise", "llama-3.1-8b-batch=5/0.1"]
 BASE = ["--replicas", "2", "--replica-hour-price", "4", "--breach-price", "0.05", *PROMISES, "--seeds", "1",
@@ -35,19 +32,9 @@ degraded_price: {llama-3.1-8b-interactive: 0.01, "*": 0.002}
 """
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    res = simulate_day(seed=3, replicas=2, hours=2.0, scrape_interval_s=15.0, events=Events())
-    path = tmp_path_factory.mktemp("pol") / "metrics.parquet"
-    write_metrics_parquet(res.metrics_frame, path)
-    return path
+    return simulated_export(tmp_path_factory.mktemp("pol") / "metrics.parquet", hours=2.0)
 
 
 @pytest.mark.parametrize(("text", "says"), [
@@ -65,14 +52,14 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_bad_policy_file_is_refused_naming_the_file_and_the_key(tmp_path: Path, text: str, says: str) -> None:
     f = tmp_path / "p.yaml"
     f.write_text(text)
-    code, out, err = run(["scenarios", "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
+    code, out, err = run_cli(["scenarios", "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
                           "--policy", str(f)])
     assert code == 2 and not out
     assert f"{f}: {says}" in err, err
 
 
 def test_a_missing_policy_file_is_named() -> None:
-    code, _, err = run(["scenarios", "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
+    code, _, err = run_cli(["scenarios", "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
                         "--policy", "/nonexistent/p.yaml"])
     assert code == 2 and "/nonexistent/p.yaml: cannot be read" in err
 
@@ -93,7 +80,7 @@ def test_the_policy_rows_the_file_asks_for() -> None:
 def test_scenarios_with_a_policy_file(export: Path, tmp_path: Path) -> None:
     f = tmp_path / "policy.yaml"
     f.write_text(POLICY)
-    code, out, err = run(["scenarios", str(export), *BASE, "--policy", str(f), "--format", "json"])
+    code, out, err = run_cli(["scenarios", str(export), *BASE, "--policy", str(f), "--format", "json"])
     assert code == 0, err
     doc = json.loads(out)
     pol = doc["policies"]

@@ -2,40 +2,28 @@
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from app import cli
 from app.simulator import Events, simulate_day
 from app.simulator.metrics import minimal_export
 from app.simulator.sample import write_metrics_parquet
+from tests.support.cli_run import run_cli, simulated_export
 
 PROMISES = ["--promise", "llama-3.1-8b-interactive=0.5/0.05", "--promise", "llama-3.1-8b-batch=5/0.1"]
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    res = simulate_day(seed=3, replicas=2, hours=2.0, scrape_interval_s=15.0, events=Events())
-    path = tmp_path_factory.mktemp("scen") / "metrics.parquet"
-    write_metrics_parquet(res.metrics_frame, path)
-    return path
+    return simulated_export(tmp_path_factory.mktemp("scen") / "metrics.parquet", hours=2.0)
 
 
 @pytest.mark.slow
 def test_scenarios_json_document(export: Path, tmp_path: Path) -> None:
     db = str(tmp_path / "ws.duckdb")
-    code, out, err = run(["scenarios", str(export), "--db", db, "--replicas", "2:3", "--replica-hour-price", "4",
+    code, out, err = run_cli(["scenarios", str(export), "--db", db, "--replicas", "2:3", "--replica-hour-price", "4",
                           "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--horizon-hours", "10",
                           "--save", "base", "--format", "json"])
     assert code == 0, err
@@ -61,28 +49,28 @@ def test_scenarios_json_document(export: Path, tmp_path: Path) -> None:
     assert set(doc["cross_check"]) == {"llama-3.1-8b-interactive", "llama-3.1-8b-batch"}
     assert any("router" in a for a in doc["assumptions"])
     # saved, listed, exported and imported
-    code, out, _ = run(["saved", "list", "--db", db])
+    code, out, _ = run_cli(["saved", "list", "--db", db])
     assert code == 0 and out.startswith("base\t")
-    code, exported, _ = run(["saved", "export", "--db", db])
+    code, exported, _ = run_cli(["saved", "export", "--db", db])
     other = tmp_path / "other.duckdb"
     f = tmp_path / "sets.json"
     f.write_text(exported)
-    assert run(["saved", "import", str(f), "--db", str(other)])[0] == 0
-    code, out, _ = run(["saved", "compare", "base", "base", "--db", str(other), "--format", "json"])
+    assert run_cli(["saved", "import", str(f), "--db", str(other)])[0] == 0
+    code, out, _ = run_cli(["saved", "compare", "base", "base", "--db", str(other), "--format", "json"])
     assert code == 0 and {r["difference"] for r in json.loads(out)} == {0.0}
 
 
 def test_scenarios_markdown_and_input_errors(export: Path) -> None:
-    code, out, err = run(["scenarios", str(export), "--replicas", "2", "--gpu-hour-price", "2", "--gpus-per-replica",
+    code, out, err = run_cli(["scenarios", str(export), "--replicas", "2", "--gpu-hour-price", "2", "--gpus-per-replica",
                           "2", "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--quiet"])
     assert code == 0 and err == ""
     assert "| replicas | traffic | context | headroom |" in out and "Capacity model of one replica" in out
     assert "Assumptions the metrics cannot show" in out and "Cross-check" in out
-    code, _, err = run(["scenarios", str(export), "--replicas", "0:2", "--replica-hour-price", "1", *PROMISES])
+    code, _, err = run_cli(["scenarios", str(export), "--replicas", "0:2", "--replica-hour-price", "1", *PROMISES])
     assert code == 2 and "replica counts must be >= 1" in err
-    code, _, err = run(["scenarios", str(export), "--replicas", "2", *PROMISES])
+    code, _, err = run_cli(["scenarios", str(export), "--replicas", "2", *PROMISES])
     assert code == 2 and "--replica-hour-price" in err
-    code, _, err = run(["scenarios", str(export), "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
+    code, _, err = run_cli(["scenarios", str(export), "--replicas", "2", "--replica-hour-price", "1", *PROMISES,
                         "--save", "x"])
     assert code == 2 and "--save needs --db" in err
 
@@ -103,7 +91,7 @@ def minimal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tuple[Path, Path]) -> None:
-    code, out, err = run(["scenarios", str(minimal[0]), "--replicas", "2:3", "--replica-hour-price", "4",
+    code, out, err = run_cli(["scenarios", str(minimal[0]), "--replicas", "2:3", "--replica-hour-price", "4",
                           "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--max-num-seqs", "256",
                           "--format", "json"])
     assert code == 0, err
@@ -118,7 +106,7 @@ def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tupl
     assert sources["router"]["kind"] == "fitted"
     assert set(doc["capacity_model"]["model_error_at_observed_replicas"]) == {
         "llama-3.1-8b-interactive", "llama-3.1-8b-batch"}
-    code, text, _ = run(["scenarios", str(minimal[0]), "--replicas", "2", "--replica-hour-price", "4",
+    code, text, _ = run_cli(["scenarios", str(minimal[0]), "--replicas", "2", "--replica-hour-price", "4",
                          "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--quiet"])
     assert code == 0
     assert "| kv_tokens |" in text and "| fitted | by simulation" in text and "Residual at the observed" in text
@@ -126,7 +114,7 @@ def test_scenarios_on_a_minimal_export_run_to_the_end_with_sources(minimal: tupl
 
 @pytest.mark.slow
 def test_a_model_the_data_cannot_identify_is_flagged_not_refused(minimal: tuple[Path, Path]) -> None:
-    code, out, err = run(["scenarios", str(minimal[1]), "--replicas", "2:3", "--replica-hour-price", "4",
+    code, out, err = run_cli(["scenarios", str(minimal[1]), "--replicas", "2:3", "--replica-hour-price", "4",
                           "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--format", "json"])
     assert code == 0, err
     doc = json.loads(out)
@@ -139,13 +127,13 @@ def test_a_model_the_data_cannot_identify_is_flagged_not_refused(minimal: tuple[
         assert r["flagged"] and r["flags"]
         assert r["breach_share_high"] >= 2 * r["breach_share"] or r["breach_share_high"] == 1.0
     # the same run with the KV size given: that flag is gone, the given value is used as it is
-    code, out, _ = run(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4",
+    code, out, _ = run_cli(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4",
                         "--breach-price", "0.05", *PROMISES, "--seeds", "1", "--kv-cache-tokens", "56000",
                         "--format", "json"])
     doc = json.loads(out)
     assert code == 0 and doc["capacity_model"]["kv_tokens"] == 56000
     assert doc["capacity_model"]["sources"]["kv_tokens"]["kind"] == "given"
     assert not any("--kv-cache-tokens" in f["message"] for f in doc["flags"])
-    code, _, err = run(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4", *PROMISES,
+    code, _, err = run_cli(["scenarios", str(minimal[1]), "--replicas", "2", "--replica-hour-price", "4", *PROMISES,
                         "--kv-cache-tokens", "0"])
     assert code == 2 and "--kv-cache-tokens 0: must be a positive number of tokens" in err

@@ -19,6 +19,7 @@ import pytest
 from app import cli, live
 from app.store import Workspace
 from app.ui import data as data_view
+from tests.support.cli_run import run_cli
 
 SECRET = "s3cr3t-token-do-not-print"
 HANG = threading.Event()
@@ -140,10 +141,7 @@ def test_the_credential_is_sent_and_never_written(server: str, tmp_path: Path, m
 
 
 def _run_load(path: Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        rc = cli.main(["load", str(path), "--format", "json", "--db", ":memory:"])
-    return rc, out.getvalue(), err.getvalue()
+    return run_cli(["load", str(path), "--format", "json", "--db", ":memory:"])
 
 
 def test_bad_arguments_are_refused_before_any_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

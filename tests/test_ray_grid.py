@@ -6,7 +6,6 @@ says how to install it while importing Headroom never needs it."""
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import os
 import shutil
@@ -17,7 +16,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,10 +26,9 @@ from app.economics import scenarios
 from app.economics.executors import LocalProcesses
 from app.economics.ray_executor import INSTALL_HINT, RayCluster
 from app.promise import Promise
-from app.simulator import Events, simulate_day
-from app.simulator.sample import write_metrics_parquet
 from app.store import Workspace
 from tests.conftest import IN_CI
+from tests.support.cli_run import run_cli, simulated_export
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = ("llama-3.1-8b-interactive", "llama-3.1-8b-batch")
@@ -44,13 +41,6 @@ RAY_TEMP_MAX = 45
 # Ray turns 127.0.0.1 into this machine's interface address unless it runs as one machine (the flag is
 # read when ray is imported, in the head and in this process): every connection stays on loopback
 SINGLE_MACHINE = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-
-
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _free_port() -> int:
@@ -122,10 +112,7 @@ def ray_head() -> Iterator[RayHead]:
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    res = simulate_day(seed=3, replicas=2, hours=1.0, scrape_interval_s=15.0, events=Events())
-    path = tmp_path_factory.mktemp("ray-grid") / "metrics.parquet"
-    write_metrics_parquet(res.metrics_frame, path)
-    return path
+    return simulated_export(tmp_path_factory.mktemp("ray-grid") / "metrics.parquet", hours=1.0)
 
 
 def _rows(predictions: list[scenarios.Prediction]) -> list[str]:
@@ -164,10 +151,10 @@ def test_headroom_scenarios_with_ray_prints_what_the_local_pool_prints(
     argv = ["scenarios", str(export), "--replicas", "2:3", "--traffic", "1.0,1.25", "--replica-hour-price", "4",
             "--breach-price", "0.05", *PROMISE_ARGS, "--seeds", str(SEEDS), "--horizon-hours", "10", "--format", "json"]
     monkeypatch.delenv(cli.RAY_ADDRESS_ENV, raising=False)
-    code, local_out, err = run(argv)
+    code, local_out, err = run_cli(argv)
     assert code == 0, err
     t0 = time.perf_counter()
-    code, ray_out, err = run([*argv, "--ray", ray_head.gcs])
+    code, ray_out, err = run_cli([*argv, "--ray", ray_head.gcs])
     print(f"\nheadroom scenarios --ray {ray_head.gcs}: {time.perf_counter() - t0:.1f} s (fit included)")
     assert code == 0, err
     assert f"on the Ray cluster at {ray_head.gcs}: 2 CPUs on 1 node" in err
@@ -178,7 +165,7 @@ def test_headroom_scenarios_with_ray_prints_what_the_local_pool_prints(
 
 @pytest.mark.slow
 def test_headroom_bench_times_the_grid_on_ray_against_the_local_pool(ray_head: RayHead, tmp_path: Path) -> None:
-    code, out, err = run(["bench", "--size", "small", "--only", "replay", "--ray", ray_head.gcs, "--format", "json",
+    code, out, err = run_cli(["bench", "--size", "small", "--only", "replay", "--ray", ray_head.gcs, "--format", "json",
                           "--quiet", "--workdir", str(tmp_path)])
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["results"]}
@@ -206,11 +193,11 @@ def test_the_ray_address_comes_from_the_flag_then_the_environment(monkeypatch: p
 
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as when it is absent
-    code, out, err = run(["scenarios", "never-read.parquet", "--replicas", "2", "--replica-hour-price", "1",
+    code, out, err = run_cli(["scenarios", "never-read.parquet", "--replicas", "2", "--replica-hour-price", "1",
                           *PROMISE_ARGS, "--ray", "auto"])
     assert code == 2 and out == ""
     assert err == f"headroom scenarios: --ray auto: running on Ray needs the ray extra: {INSTALL_HINT}\n"
-    code, out, err = run(["bench", "--only", "replay", "--ray", "auto"])
+    code, out, err = run_cli(["bench", "--only", "replay", "--ray", "auto"])
     assert code == 2 and out == "" and INSTALL_HINT in err
 
 

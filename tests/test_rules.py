@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-import io
 import re
 import shutil
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from app import cli, rules
+from app import rules
 from app.promise import Promise
 from tests.conftest import IN_CI
+from tests.support.cli_run import run_cli
 
 TTFT = "vllm:time_to_first_token_seconds"
 TPOT = "vllm:request_time_per_output_token_seconds"
@@ -30,10 +29,7 @@ def _promtool() -> str:
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        rc = cli.main(list(argv))
-    return rc, out.getvalue(), err.getvalue()
+    return run_cli(list(argv))
 
 
 def test_burn_factors_are_the_workbooks() -> None:
