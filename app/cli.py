@@ -15,6 +15,7 @@ import io
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -680,6 +681,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return 2
     if args.db:
         os.environ["HEADROOM_DB"] = args.db
+    # the replay engines compiled beside the server (about a minute the first time on a machine), so
+    # that the first grid finds them in numba's cache
+    subprocess.Popen([sys.executable, "-m", "app.economics.compiled"], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sys.argv = argv
     if args.open_browser:  # once the server has had a moment to start
         import threading

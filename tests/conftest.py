@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +21,16 @@ REAL_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 # an hour boundary, so windows of 1 min to 1 h start at t = 0
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
 IN_CI = os.environ.get("CI") == "true"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The replay engines compiled once for the whole run, beside the collection (a fresh checkout has
+    no numba cache: each process would compile them, about a minute each): the controller (or the one
+    process without xdist) starts ``app.economics.compiled``, whose lock makes the workers' first
+    replay wait for it and then load the cache."""
+    if not hasattr(config, "workerinput"):
+        subprocess.Popen([sys.executable, "-m", "app.economics.compiled"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def ts(seconds: float) -> datetime:

@@ -256,3 +256,50 @@ def test_a_finish_heap_that_grows_gives_the_same_run(name: str) -> None:
     for x, y in ((a.counts.totals, b.counts.totals), (a.counts.windows, b.counts.windows),
                  (a.counts.counts, b.counts.counts)):
         assert np.array_equal(x, y)
+
+
+def _dispatchers() -> dict[str, int]:
+    """The compiled engines' entry points called from Python, with their number of specializations."""
+    from app.simulator import twin_engine, twin_policy
+
+    return {f"{mod.__name__}.{name}": len(fn.signatures) for mod in (twin_engine, twin_policy)
+            for name, fn in vars(mod).items() if hasattr(fn, "signatures") and fn.signatures}
+
+
+def test_the_warm_up_compiles_what_the_replays_call(tmp_path: Path) -> None:
+    """``compiled.ready`` (run by every replay, and ahead by the dashboard and the suite) calls the
+    engines with the replay's own argument types: an analysis, a grid and a policy row afterwards
+    (static, autoscaled, admission with retries; each router's draws) compile nothing more, so a process
+    that waited for the warm-up loads everything from the cache."""
+    from app.economics import compiled, policies
+    from app.simulator.policy import Admission, Autoscaler, Policy, Retry
+    from tests.support.cli_run import simulated_export
+
+    compiled.ready()
+    before = _dispatchers()
+    assert before, "the warm-up called no compiled engine"
+    export = simulated_export(tmp_path / "metrics.parquet", hours=1.0)
+    with Workspace(":memory:") as ws:
+        report = load.load_file(ws, export)
+        analysis = scenarios.analyse(ws, [report.dataset_id], [Promise(ttft_s=0.5, tpot_s=0.05)], ws.path_labels())
+    scenarios.grid(analysis, [2, 3], [1.0, 1.5], seeds=1, workers=1)
+    for policy in (Policy(autoscaler=Autoscaler(max_replicas=3)),
+                   Policy(admission=Admission(queue_factor=1.0), retry=Retry())):
+        policies.replay_row(analysis, policies.PolicyScenario(name="p", kind="policy", policy=policy, replicas=2))
+    assert _dispatchers() == before
+    assert not compiled.compiling()  # this process is ready: nothing to wait for
+
+
+def test_a_process_that_holds_the_lock_is_seen_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from app.economics import compiled
+
+    monkeypatch.setattr(compiled, "_ready", False)
+    with compiled.lock_path().open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            assert compiled.compiling()
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+    assert not compiled.compiling()

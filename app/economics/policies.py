@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from app.economics import money, scenarios
+from app.economics import compiled, money, scenarios
 from app.economics.executors import Executor
 from app.economics.replay import (
     WARMUP_S,
@@ -186,6 +186,7 @@ def _replay_fleet(analysis: Analysis, model: Any, reqs: dict[str, np.ndarray], m
     max_len = twin_max_model_len(model)
     keep = reqs["arrival_s"] + WARMUP_S >= 0
     trace = trace_of(analysis.demand, reqs, seed, max_len)
+    compiled.ready()
     sim = simulate_policy(trace, twin_config(model, replicas), policy, seed=seed)
     return _outcome_rows(sim, meta, keep), sim
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from app import sql
 from app.cube import ensure_cube, pulled_by_store
-from app.economics import calibration, capacity
+from app.economics import calibration, capacity, compiled
 from app.economics.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
 from app.economics.demand import Demand, observed_demand
 from app.economics.executors import Executor, LocalProcesses
@@ -483,6 +483,8 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
     # (``_share``; a month's set is hundreds of MB and seconds to make: seeds taken in turn made
     # every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
+    if progress and compiled.compiling():
+        progress("the replay engines are being compiled (the first run on this machine: about a minute on 2 cores)")
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
         if progress:
