@@ -15,7 +15,6 @@ import io
 import math
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -674,6 +673,8 @@ def dashboard_argv(args: argparse.Namespace) -> list[str]:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from streamlit.web import cli as stcli
 
+    from app.economics import compiled
+
     try:
         argv = dashboard_argv(args)
     except ValueError as exc:
@@ -683,8 +684,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         os.environ["HEADROOM_DB"] = args.db
     # the replay engines compiled beside the server (about a minute the first time on a machine), so
     # that the first grid finds them in numba's cache
-    subprocess.Popen([sys.executable, "-m", "app.economics.compiled"], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    compiled.start_ahead()
     sys.argv = argv
     if args.open_browser:  # once the server has had a moment to start
         import threading

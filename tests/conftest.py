@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from app.economics import compiled
 from app.load import load_frame
 from app.store import Workspace
 
@@ -29,8 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     process without xdist) starts ``app.economics.compiled``, whose lock makes the workers' first
     replay wait for it and then load the cache."""
     if not hasattr(config, "workerinput"):
-        subprocess.Popen([sys.executable, "-m", "app.economics.compiled"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        compiled.start_ahead()
 
 
 def ts(seconds: float) -> datetime:

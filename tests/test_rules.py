@@ -28,10 +28,6 @@ def _promtool() -> str:
     return path
 
 
-def _run(*argv: str) -> tuple[int, str, str]:
-    return run_cli(list(argv))
-
-
 def test_burn_factors_are_the_workbooks() -> None:
     """TV-5.1: 30 days → 14.4, 6, 1 (and Sloth's 3 for 1d); 28 days → 13.44, 5.6, 0.9333…"""
     for period, expected in (("30d", [14.4, 6.0, 3.0, 1.0]), ("28d", [13.44, 5.6, 2.8, 0.9333333333333333])):
@@ -70,8 +66,8 @@ def test_le_is_matched_however_it_is_spelled() -> None:
 
 
 def _write_rules(tmp: Path) -> Path:
-    rc, _, err = _run("rules", "--promise", "chat=0.5/0.05@0.99", "--promise", "0.25/0.025@0.95",
-                      "--out", str(tmp / "rules.yml"))
+    rc, _, err = run_cli(["rules", "--promise", "chat=0.5/0.05@0.99", "--promise", "0.25/0.025@0.95",
+                          "--out", str(tmp / "rules.yml")])
     assert rc == 0, err
     return tmp / "rules.yml"
 
@@ -145,13 +141,13 @@ def test_the_alerts_fire_on_a_synthetic_burn(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_cli_reads_the_exports_bounds_and_says_what_is_wrong(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parents[1] / "data" / "sample" / "metrics.parquet"
-    rc, _, err = _run("rules", str(sample), "--preset", "mlperf-v5.1-llama3.1-8b-server")
+    rc, _, err = run_cli(["rules", str(sample), "--preset", "mlperf-v5.1-llama3.1-8b-server"])
     assert rc == 1 and "Traceback" not in err
     assert re.search(r"headroom rules: \*: TTFT 2 s is not a bucket bound .*nearest: 1 s and 2\.5 s", err)
-    rc, out, err = _run("rules", str(sample), "--promise", "2.5/0.1")
+    rc, out, err = run_cli(["rules", str(sample), "--promise", "2.5/0.1"])
     assert rc == 0, err
     assert "from the bucket bounds of metrics.parquet" in out and "headroom:ttft_breach:ratio_rate5m" in out
-    rc, _, err = _run("rules", "--promise", "0.5/0.05", "--slo-window", "a month")
+    rc, _, err = run_cli(["rules", "--promise", "0.5/0.05", "--slo-window", "a month"])
     assert rc == 2 and "duration" in err
 
 

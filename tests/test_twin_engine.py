@@ -4,6 +4,7 @@ preemption, the four routers, a batch² step term, an admission watermark, no fu
 
 from __future__ import annotations
 
+import fcntl
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from app import load
-from app.economics import scenarios
+from app.economics import compiled, policies, scenarios
 from app.economics.calibration import dispersion, twin_view
 from app.economics.replay import (
     WARMUP_S,
@@ -26,8 +27,10 @@ from app.economics.replay import (
 )
 from app.economics.scenarios import Analysis
 from app.promise import Promise
+from app.simulator import twin_engine, twin_policy
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.fleet import run_fleet
+from app.simulator.policy import Admission, Autoscaler, Policy, Retry
 from app.simulator.records import run_arrays
 from app.simulator.trace import generate_trace, scale_context, scale_traffic
 from app.simulator.twin_engine import (
@@ -40,6 +43,7 @@ from app.simulator.twin_engine import (
     view_counts,
 )
 from app.store import Workspace
+from tests.support.cli_run import simulated_export
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "metrics.parquet"
 DETERMINISTIC = StepTime(noise_sigma=0.0, frontend_s=0.0, frontend_per_token_s=0.0)
@@ -260,8 +264,6 @@ def test_a_finish_heap_that_grows_gives_the_same_run(name: str) -> None:
 
 def _dispatchers() -> dict[str, int]:
     """The compiled engines' entry points called from Python, with their number of specializations."""
-    from app.simulator import twin_engine, twin_policy
-
     return {f"{mod.__name__}.{name}": len(fn.signatures) for mod in (twin_engine, twin_policy)
             for name, fn in vars(mod).items() if hasattr(fn, "signatures") and fn.signatures}
 
@@ -271,10 +273,6 @@ def test_the_warm_up_compiles_what_the_replays_call(tmp_path: Path) -> None:
     engines with the replay's own argument types: an analysis, a grid and a policy row afterwards
     (static, autoscaled, admission with retries; each router's draws) compile nothing more, so a process
     that waited for the warm-up loads everything from the cache."""
-    from app.economics import compiled, policies
-    from app.simulator.policy import Admission, Autoscaler, Policy, Retry
-    from tests.support.cli_run import simulated_export
-
     compiled.ready()
     before = _dispatchers()
     assert before, "the warm-up called no compiled engine"
@@ -291,10 +289,6 @@ def test_the_warm_up_compiles_what_the_replays_call(tmp_path: Path) -> None:
 
 
 def test_a_process_that_holds_the_lock_is_seen_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    import fcntl
-
-    from app.economics import compiled
-
     monkeypatch.setattr(compiled, "_ready", False)
     with compiled.lock_path().open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,11 +59,18 @@ def ready() -> None:
     _ready = True
 
 
+def start_ahead() -> subprocess.Popen:
+    """:func:`ready` in a process of its own, left to run beside the caller."""
+    return subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def compiling() -> bool:
     """Whether another process holds the lock now (compiling, or loading the cache)."""
-    if _ready or fcntl is None or not lock_path().exists():
+    path = lock_path()
+    if _ready or fcntl is None or not path.exists():
         return False
-    with lock_path().open("a") as f:
+    with path.open("a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
