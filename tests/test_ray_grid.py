@@ -23,7 +23,7 @@ import pytest
 
 from app import cli, load
 from app.economics import scenarios
-from app.economics.executors import LocalProcesses
+from app.economics.executors import ExecutorError, LocalProcesses
 from app.economics.ray_executor import INSTALL_HINT, RayCluster
 from app.promise import Promise
 from app.store import Workspace
@@ -41,6 +41,7 @@ RAY_TEMP_MAX = 45
 # Ray turns 127.0.0.1 into this machine's interface address unless it runs as one machine (the flag is
 # read when ray is imported, in the head and in this process): every connection stays on loopback
 SINGLE_MACHINE = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+RETRIED = "the Ray Client server at ray://"  # how the grid says a connection was tried again
 
 
 def _free_port() -> int:
@@ -61,6 +62,13 @@ def _need_ray() -> None:
 class RayHead:
     gcs: str  # HOST:PORT of the head's GCS, as `ray start` prints it
     client: str  # ray://HOST:PORT of its Ray Client server
+    temp: Path  # its --temp-dir
+
+    def logs(self) -> str:
+        """The end of each non-empty ``*.err`` log of the head's session, for a failure's message."""
+        parts = [f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
+                 for p in sorted((self.temp / "session_latest" / "logs").glob("*.err")) if p.stat().st_size]
+        return "\n".join(["the head's error logs:", *parts]) if parts else "the head's error logs are empty"
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +103,7 @@ def ray_head() -> Iterator[RayHead]:
                 if head.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"ray start --head did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
                 time.sleep(0.5)
-            yield RayHead(gcs=f"127.0.0.1:{gcs}", client=f"ray://127.0.0.1:{client}")
+            yield RayHead(gcs=f"127.0.0.1:{gcs}", client=f"ray://127.0.0.1:{client}", temp=Path(temp))
         finally:
             head.send_signal(signal.SIGTERM)  # `ray start --block` drains and stops the processes it started
             try:
@@ -130,9 +138,13 @@ def test_the_grid_on_ray_equals_the_local_pool_seed_for_seed(ray_head: RayHead, 
     local_s = time.perf_counter() - t0
     said: list[str] = []
     t0 = time.perf_counter()
-    on_ray = scenarios.grid(analysis, REPLICAS, TRAFFIC, seeds=SEEDS, progress=said.append,
-                            executor=RayCluster(ray_head.client))
+    try:
+        on_ray = scenarios.grid(analysis, REPLICAS, TRAFFIC, seeds=SEEDS, progress=said.append,
+                                executor=RayCluster(ray_head.client))
+    except ExecutorError as exc:
+        pytest.fail(f"{exc}\n{ray_head.logs()}")
     ray_s = time.perf_counter() - t0
+    said = [m for m in said if not m.startswith(RETRIED)]  # a Ray Client server that failed to start, said
     jobs = sum(len(scenarios._jobs(analysis, n, g, 1.0, SEEDS)) for n in REPLICAS for g in TRAFFIC)
     print(f"\n{jobs} runs of {len(REPLICAS) * len(TRAFFIC)} scenarios: local pool (2 processes) {local_s:.1f} s, "
           f"Ray (local head, 2 CPUs, Ray Client) {ray_s:.1f} s")
@@ -143,6 +155,49 @@ def test_the_grid_on_ray_equals_the_local_pool_seed_for_seed(ray_head: RayHead, 
     # the cluster is said once, then every run as it completes
     assert said[0].startswith(f"{jobs} runs on the Ray cluster at {ray_head.client}: 2 CPUs on 1 node")
     assert [m.split(" runs:")[0] for m in said[1:]] == [f"{i}/{jobs}" for i in range(1, jobs + 1)]
+
+
+class _FailingRay:
+    """A stand-in for the ``ray`` module whose ``init`` raises the given errors in turn, then connects;
+    it records the calls (a real head fails this way only by chance: its server process for the
+    connection exits, and a real failed connection costs 30 to 60 s)."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors, self.calls = list(errors), []
+
+    def init(self, **kwargs: object) -> None:
+        self.calls.append("init")
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+
+
+# what Ray Client raises when the head's server process for the connection exited at start
+SERVER_DIED = ConnectionAbortedError("Initialization failure from server:\nRuntimeError: Starting Ray client server "
+                                     "failed. See ray_client_server_23000.err for detailed logs.")
+
+
+def test_a_ray_client_server_that_failed_to_start_is_tried_again_after_a_shutdown() -> None:
+    _need_ray()
+    said: list[str] = []
+    ray = _FailingRay(SERVER_DIED)
+    RayCluster("ray://head:10001")._connect(ray, said.append)  # type: ignore[arg-type]
+    # a failed ray.init leaves Ray's state half set: without the shutdown the next init fails on an assertion
+    assert ray.calls == ["init", "shutdown", "init"]
+    assert said == ["the Ray Client server at ray://head:10001 failed to start (attempt 1 of 2; its log is "
+                    "ray_client_server_<port>.err on the head): trying again"]
+    ray = _FailingRay(SERVER_DIED, SERVER_DIED)
+    with pytest.raises(ExecutorError, match="^cannot use the Ray cluster at ray://head:10001: Initialization failure"):
+        RayCluster("ray://head:10001")._connect(ray, None)  # type: ignore[arg-type]
+    assert ray.calls == ["init", "shutdown", "init", "shutdown"]
+    # any other failure is said at once, and leaves the process able to connect again
+    ray = _FailingRay(ConnectionError("ray client connection timeout"))
+    with pytest.raises(ExecutorError, match="^cannot use the Ray cluster at ray://head:10001: ray client connection "
+                                            "timeout$"):
+        RayCluster("ray://head:10001")._connect(ray, said.append)  # type: ignore[arg-type]
+    assert ray.calls == ["init", "shutdown"] and len(said) == 1
 
 
 @pytest.mark.slow
@@ -156,7 +211,7 @@ def test_headroom_scenarios_with_ray_prints_what_the_local_pool_prints(
     t0 = time.perf_counter()
     code, ray_out, err = run_cli([*argv, "--ray", ray_head.gcs])
     print(f"\nheadroom scenarios --ray {ray_head.gcs}: {time.perf_counter() - t0:.1f} s (fit included)")
-    assert code == 0, err
+    assert code == 0, f"{err}\n{ray_head.logs()}"
     assert f"on the Ray cluster at {ray_head.gcs}: 2 CPUs on 1 node" in err
     local_doc, ray_doc = json.loads(local_out), json.loads(ray_out)
     assert ray_doc["scenarios"] == local_doc["scenarios"] and len(ray_doc["scenarios"]) == 8
@@ -167,7 +222,7 @@ def test_headroom_scenarios_with_ray_prints_what_the_local_pool_prints(
 def test_headroom_bench_times_the_grid_on_ray_against_the_local_pool(ray_head: RayHead, tmp_path: Path) -> None:
     code, out, err = run_cli(["bench", "--size", "small", "--only", "replay", "--ray", ray_head.gcs, "--format", "json",
                           "--quiet", "--workdir", str(tmp_path)])
-    assert code == 0, err
+    assert code == 0, f"{err}\n{ray_head.logs()}"
     rows = {r["name"]: r for r in json.loads(out)["results"]}
     assert set(rows) == {"scenario_replay", "scenario_grid", "scenario_grid_ray"}
     on_ray = rows["scenario_grid_ray"]

@@ -29,6 +29,10 @@ INSTALL_HINT = "pip install 'headroom[ray]'"
 # sample and the queries too, which no run reads)
 APP_DIR = Path(__file__).resolve().parents[1]
 EXCLUDES = ["__pycache__", "*.pyc", "/data", "/queries"]  # gitignore patterns, relative to APP_DIR
+# what a Ray Client connection raises when the head's server process for it exited at start (before,
+# or after, the head saw it running)
+CLIENT_SERVER_FAILED = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+CONNECT_ATTEMPTS = 2
 
 
 def _import_ray() -> ModuleType:
@@ -76,17 +80,32 @@ class RayCluster:
     def describe(self) -> str:
         return f"the Ray cluster at {self.address}"
 
+    def _connect(self, ray: ModuleType, say: Callable[[str], None] | None) -> None:
+        """``ray.init`` on the address, with this process's ``app`` as the runtime environment. A Ray
+        Client connection whose server on the head failed to start is tried again: the head starts a
+        new server process for each connection. A failed ``ray.init`` leaves Ray's global state half
+        set (a later ``ray.init`` in this process then fails on an assertion), so it is shut down."""
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                ray.init(address=self.address, runtime_env=runtime_env(), log_to_driver=False,
+                         logging_level=logging.WARNING)
+                return
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                ray.shutdown()
+                if attempt < CONNECT_ATTEMPTS and any(m in str(exc) for m in CLIENT_SERVER_FAILED):
+                    if say:
+                        say(f"the Ray Client server at {self.address} failed to start (attempt {attempt} of "
+                            f"{CONNECT_ATTEMPTS}; its log is ray_client_server_<port>.err on the head): trying again")
+                    continue
+                raise ExecutorError(f"cannot use the Ray cluster at {self.address}: {exc}") from exc
+
     def run(self, fn: RunFn, context: Any, jobs: Sequence[Hashable],
             say: Callable[[str], None] | None = None, affinity: Affinity | None = None) -> Iterator[tuple[Any, Any]]:
         # ``affinity`` is not used: Ray places the tasks (a worker's cache still serves the jobs it gets)
         ray = _import_ray()
         connected_here = not ray.is_initialized()
         if connected_here:
-            try:
-                ray.init(address=self.address, runtime_env=runtime_env(), log_to_driver=False,
-                         logging_level=logging.WARNING)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ExecutorError(f"cannot use the Ray cluster at {self.address}: {exc}") from exc
+            self._connect(ray, say)
         try:
             if say:
                 nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
