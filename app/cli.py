@@ -682,8 +682,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return 2
     if args.db:
         os.environ["HEADROOM_DB"] = args.db
-    # the replay engines compiled beside the server (about a minute the first time on a machine), so
-    # that the first grid finds them in numba's cache
+    # the replay engines compiled beside the server (the fleet engine first: about half a minute the
+    # first time on a machine, the policy engine as long again), so that the first grid finds its
+    # engine in numba's cache
     compiled.start_ahead()
     sys.argv = argv
     if args.open_browser:  # once the server has had a moment to start

@@ -273,7 +273,8 @@ def test_the_warm_up_compiles_what_the_replays_call(tmp_path: Path) -> None:
     engines with the replay's own argument types: an analysis, a grid and a policy row afterwards
     (static, autoscaled, admission with retries; each router's draws) compile nothing more, so a process
     that waited for the warm-up loads everything from the cache."""
-    compiled.ready()
+    compiled.ready(compiled.FLEET)
+    compiled.ready(compiled.POLICY)
     before = _dispatchers()
     assert before, "the warm-up called no compiled engine"
     export = simulated_export(tmp_path / "metrics.parquet", hours=1.0)
@@ -285,15 +286,18 @@ def test_the_warm_up_compiles_what_the_replays_call(tmp_path: Path) -> None:
                    Policy(admission=Admission(queue_factor=1.0), retry=Retry())):
         policies.replay_row(analysis, policies.PolicyScenario(name="p", kind="policy", policy=policy, replicas=2))
     assert _dispatchers() == before
-    assert not compiled.compiling()  # this process is ready: nothing to wait for
+    assert not compiled.compiling(compiled.FLEET) and not compiled.compiling(compiled.POLICY)  # nothing to wait for
 
 
-def test_a_process_that_holds_the_lock_is_seen_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compiled, "_ready", False)
-    with compiled.lock_path().open("a") as held:
+@pytest.mark.parametrize("engine", [compiled.FLEET, compiled.POLICY])
+def test_a_process_that_holds_an_engines_lock_is_seen_compiling_it(monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    monkeypatch.setattr(compiled, "_ready", set())
+    other = {compiled.FLEET: compiled.POLICY, compiled.POLICY: compiled.FLEET}[engine]
+    with compiled.lock_path(engine).open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         try:
-            assert compiled.compiling()
+            assert compiled.compiling(engine)
+            assert not compiled.compiling(other)  # a grid does not wait for the policy engine
         finally:
             fcntl.flock(held, fcntl.LOCK_UN)
-    assert not compiled.compiling()
+    assert not compiled.compiling(engine)

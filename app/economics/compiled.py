@@ -1,12 +1,13 @@
 """The twin's compiled engines, compiled once per machine by one process at a time.
 
-numba compiles the engines on their first call (about half a minute on 2 cores) and keeps the machine
-code in its cache beside their source. Processes that start together (a grid's workers, the test
-suite's, a new dashboard's first grid) would each compile them. :func:`ready` runs both engines on a
+numba compiles the engines on their first call (about half a minute each on 2 cores) and keeps the
+machine code in its cache beside their source. Processes that start together (a grid's workers, the
+test suite's, a new dashboard's first grid) would each compile them. :func:`ready` runs an engine on a
 few requests of the replay's own argument types under an exclusive lock on a file: the first process
-compiles them and writes the cache, the others wait for it and then load the cache (a second or two).
-``python -m app.economics.compiled`` does it ahead: ``headroom dashboard`` starts it beside the server,
-so that a new install's first grid finds the engines compiled.
+compiles it and writes the cache, the others wait for it and then load the cache (a second or two).
+Each engine has its own lock, so a grid (the fleet engine) never waits for the policy engine's
+compile. ``python -m app.economics.compiled`` does both ahead, the fleet engine first: ``headroom
+dashboard`` starts it beside the server, so that a new install's first grid finds its engine compiled.
 """
 
 from __future__ import annotations
@@ -32,43 +33,45 @@ try:
 except ImportError:  # not POSIX: each process compiles on its own, as numba does
     fcntl = None  # type: ignore[assignment]
 
-_ready = False
+FLEET, POLICY = "fleet", "policy"  # twin_engine.simulate (plain and counted); twin_policy.simulate_policy
+_ready: set[str] = set()
 
 
-def lock_path() -> Path:
-    """The lock of this copy of the engines (numba's cache is per source file, so is the lock)."""
+def lock_path(engine: str = FLEET) -> Path:
+    """The lock of this copy of an engine (numba's cache is per source file, so is the lock)."""
     where = hashlib.sha1(str(Path(twin_engine.__file__).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"headroom-compile-{os.getuid() if hasattr(os, 'getuid') else 0}-{where}.lock"
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"headroom-compile-{uid}-{where}-{engine}.lock"
 
 
-def ready() -> None:
-    """The engines compiled in this process: loaded from numba's cache, compiled into it if it has
-    none, or after the process that is compiling them now has written it. Once per process."""
-    global _ready
-    if _ready:
+def ready(engine: str = FLEET) -> None:
+    """The engine compiled in this process: loaded from numba's cache, compiled into it if it has
+    none, or after the process that is compiling it now has written it. Once per process."""
+    if engine in _ready:
         return
+    warm = _WARM[engine]
     if fcntl is None:
-        _warm()
+        warm()
     else:
-        with lock_path().open("a") as f:
+        with lock_path(engine).open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
-                _warm()
+                warm()
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
-    _ready = True
+    _ready.add(engine)
 
 
 def start_ahead() -> subprocess.Popen:
-    """:func:`ready` in a process of its own, left to run beside the caller."""
+    """:func:`ready` for both engines in a process of its own, left to run beside the caller."""
     return subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def compiling() -> bool:
-    """Whether another process holds the lock now (compiling, or loading the cache)."""
-    path = lock_path()
-    if _ready or fcntl is None or not path.exists():
+def compiling(engine: str = FLEET) -> bool:
+    """Whether another process holds the engine's lock now (compiling it, or loading the cache)."""
+    path = lock_path(engine)
+    if engine in _ready or fcntl is None or not path.exists():
         return False
     with path.open("a") as f:
         try:
@@ -79,28 +82,46 @@ def compiling() -> bool:
         return False
 
 
-def _warm() -> None:
-    """Both engines on 40 requests of 2 replicas behind each router, with the argument types of the replay's calls
-    (``replay._trace``: int8 paths, int64 tokens, a broadcast ``hits_max``; float thresholds): a
-    call of other types would compile another specialization (a test holds them to one each)."""
+def _requests() -> Trace:
+    """40 requests with the argument types of the replay's calls (``replay._trace``: int8 paths, int64
+    tokens, a broadcast ``hits_max``): a call of other types would compile another specialization (a
+    test holds them to one each)."""
     n = 40
-    trace = Trace(origin=0.0, duration_s=120.0, warmup_s=0.0, arrival_s=np.linspace(0.0, 100.0, n),
-                  path=np.zeros(n, dtype=np.int8), prompt_tokens=np.full(n, 200, dtype=np.int64),
-                  output_tokens=np.full(n, 30, dtype=np.int64), hits_max=np.broadcast_to(np.False_, (n,)),
-                  request_id=np.arange(n, dtype=np.int64),
-                  spec=TrafficSpec(paths=(PathSpec(name="p", served_name="p", mean_rate=0.0, peak_to_trough=1.0,
-                                                   peak_hour_utc=0.0, prompt_median=1.0, prompt_sigma=0.0),),
-                                   max_model_len=4096))
+    return Trace(origin=0.0, duration_s=120.0, warmup_s=0.0, arrival_s=np.linspace(0.0, 100.0, n),
+                 path=np.zeros(n, dtype=np.int8), prompt_tokens=np.full(n, 200, dtype=np.int64),
+                 output_tokens=np.full(n, 30, dtype=np.int64), hits_max=np.broadcast_to(np.False_, (n,)),
+                 request_id=np.arange(n, dtype=np.int64),
+                 spec=TrafficSpec(paths=(PathSpec(name="p", served_name="p", mean_rate=0.0, peak_to_trough=1.0,
+                                                  peak_hour_utc=0.0, prompt_median=1.0, prompt_sigma=0.0),),
+                                  max_model_len=4096))
+
+
+def _configs() -> list[FleetConfig]:
+    """2 replicas behind each router (the random ones draw their picks in a compiled function)."""
+    return [FleetConfig(replicas=2, router=router, engine=EngineConfig(),
+                        step=StepTime(noise_sigma=0.0, frontend_s=0.0, frontend_per_token_s=0.0),
+                        scrape_interval_s=60.0) for router in twin_engine.ROUTER_CODES]
+
+
+def _warm_fleet() -> None:
+    """The fleet engine behind each router, plain and counted (float thresholds, as the replay's)."""
+    trace = _requests()
     counting = Counting(ttft_s=np.array([0.5]), tpot_s=np.array([0.05]), t_lo=0.0, t_hi=120.0, window_s=60.0,
                         n_windows=2, origin=0.0, view_window_s=60.0, n_view=2)
-    for router in twin_engine.ROUTER_CODES:  # the random ones draw their picks in a compiled function
-        config = FleetConfig(replicas=2, router=router, engine=EngineConfig(),
-                             step=StepTime(noise_sigma=0.0, frontend_s=0.0, frontend_per_token_s=0.0),
-                             scrape_interval_s=60.0)
+    for config in _configs():
         simulate(trace, config)
         simulate(trace, config, counting=counting)
+
+
+def _warm_policy() -> None:
+    """The policy engine behind each router."""
+    trace = _requests()
+    for config in _configs():
         simulate_policy(trace, config, Policy())
 
 
+_WARM = {FLEET: _warm_fleet, POLICY: _warm_policy}
+
 if __name__ == "__main__":
-    ready()
+    ready(FLEET)  # first: a grid waits for this one only
+    ready(POLICY)

@@ -149,7 +149,7 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
     """One twin run of a scenario: the fleet run (its per-minute gauges) and the per-request outcomes.
     ``requests``: ``demand_requests`` of the same arguments, when the caller has them already (the
     runs of a grid at several N' replay the same requests)."""
-    compiled.ready()
+    compiled.ready(compiled.FLEET)
     run = run_fleet_compiled(_twin_trace(model, demand, traffic, context, seed, requests),
                              twin_config(model, replicas), seed=seed)
     return run, outcomes(run)
@@ -211,7 +211,7 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
         tpot_s=np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float),
         t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s), n_windows=n_windows,
         origin=float(demand.origin), view_window_s=float(demand.window_s), n_view=n_windows if view else 0)
-    compiled.ready()
+    compiled.ready(compiled.FLEET)
     return trace, simulate(trace, twin_config(model, replicas), seed=seed, counting=counting)
 
 

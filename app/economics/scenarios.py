@@ -483,8 +483,8 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
     # (``_share``; a month's set is hundreds of MB and seconds to make: seeds taken in turn made
     # every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
-    if progress and compiled.compiling():
-        progress("the replay engines are being compiled (the first run on this machine: about a minute on 2 cores)")
+    if progress and compiled.compiling(compiled.FLEET):
+        progress("the replay engine is being compiled (the first run on this machine: about half a minute on 2 cores)")
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
         if progress:
