@@ -20,28 +20,6 @@ REAL_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 # an hour boundary, so windows of 1 min to 1 h start at t = 0
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
 IN_CI = os.environ.get("CI") == "true"
-# The files that take longest, longest first (seconds per file, fresh-clone CI run of 2026-12-03 on
-# 2 cores): with ``--dist loadfile`` each file runs whole on one worker, and xdist would otherwise
-# send files with many tests first, leaving these few-test, long files to the end, one worker busy
-# with them while the other has nothing left (longest first: 1,083 s a worker instead of 1,022 and
-# 1,144 on that run's times). Files not listed keep their order after these.
-LONGEST_FIRST = (
-    "test_sessions_load.py",  # 213
-    "test_bench.py",  # 163
-    "test_bad_inputs.py",  # 153
-    "test_pushdown_live.py",  # 152
-    "test_ray_grid.py",  # 134
-    "test_browser.py",  # 109
-    "test_twin_engine.py",  # 106
-    "test_simulator.py",  # 102
-    "test_crash_safety.py",  # 99
-    "test_browser_corpus.py",  # 91
-    "test_economics_accuracy.py",  # 89
-    "test_pages.py",  # 62
-    "test_cube.py",  # 57
-    "test_cube_sparse.py",  # 55
-    "test_ingest_text.py",  # 48
-)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,14 +29,6 @@ def pytest_configure(config: pytest.Config) -> None:
     replay of each engine wait for it and then load the cache."""
     if not hasattr(config, "workerinput"):
         compiled.start_ahead()
-    if hasattr(config.option, "loadscopereorder"):  # xdist: the files in the order collected (LONGEST_FIRST)
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files of LONGEST_FIRST first, in its order; the tests within a file keep theirs."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def ts(seconds: float) -> datetime:
