@@ -618,8 +618,7 @@ def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
 
 # -- bench ---------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app import bench
-    from app.bench import render
+    from app.bench import render, runner
     from app.economics.executors import ExecutorError
     from app.economics.ray_executor import RayCluster
 
@@ -633,7 +632,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom bench: --ray {address}: {exc}\n")
         return 2
     try:
-        doc = bench.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus,
+        doc = runner.run(args.size, only=only, workdir=args.workdir, log=log, promql=not args.no_prometheus,
                         ray=address)
     except ValueError as exc:
         sys.stderr.write(f"headroom bench: {exc}\n")

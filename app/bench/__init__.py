@@ -23,83 +23,12 @@ must:
   from ``--workdir``) loaded, analysed and replayed in a 6-scenario grid with 3 seeds on every core,
   against the same grid in one process, in its own process (its peak RSS per phase).
 
+:func:`app.bench.runner.run` runs them. This package's ``__init__`` imports nothing: the benchmark
+tasks run in fresh processes (``python -m app.bench.worker``), which would otherwise import every
+benchmark (the economics, SciPy) before their own task, about 2.5 s each.
+
 ``run("small")`` takes under a minute (a test keeps it working); ``run("full")`` runs the sizes of
 the benchmarks issue (1 M text lines; 1 M, 10 M and 100 M samples; a 30-day cube; a simulated day; a
 simulated month; ``--size small`` runs the month benchmark on half an hour of 4 replicas).
 Timings are wall-clock, best of the runs (medians for the interactions); the JSON keeps every run.
 """
-
-from __future__ import annotations
-
-import shutil
-import tempfile
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
-
-from app.bench import render, suites
-from app.bench.measure import Result, machine
-
-BENCHMARKS = ("text_ingest", "cube", "replay", "interaction", "month")
-
-
-def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | Path | None = None,
-        log: Callable[[str], None] | None = None, promql: bool = True, ray: str | None = None) -> dict[str, Any]:
-    """Run the benchmarks of ``size`` (``small`` or ``full``) and return the document of
-    :func:`app.bench.render.document`. ``only`` picks among :data:`BENCHMARKS`; ``workdir`` keeps the
-    generated data (default: a temporary directory, removed afterwards); ``ray``: a Ray cluster the
-    replay benchmark also runs its grid on."""
-    if size not in suites.SIZES:
-        raise ValueError(f"size {size!r}: expected one of {', '.join(suites.SIZES)}")
-    chosen = list(only) if only else list(BENCHMARKS)
-    unknown = [b for b in chosen if b not in BENCHMARKS]
-    if unknown:
-        raise ValueError(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
-    say = log or (lambda _msg: None)
-    spec = suites.SIZES[size]
-    own_dir = workdir is None
-    root = Path(tempfile.mkdtemp(prefix="headroom-bench-")) if own_dir else Path(workdir)
-    root.mkdir(parents=True, exist_ok=True)
-    info = machine()
-    t0 = time.perf_counter()
-    results: list[Result] = []
-    try:
-        if "text_ingest" in chosen:
-            say("== text exposition ingest")
-            results += suites.text_ingest(spec, root, say)
-        if "cube" in chosen:
-            say("== cube builds")
-            results += suites.cube_builds(spec, root, say, promql=promql)
-        analysis, predictions = None, []
-        if "replay" in chosen or "interaction" in chosen:
-            say("== scenario replay")
-            replay_results, analysis, predictions = suites.scenario_replay(
-                spec if "replay" in chosen else _replay_for_interaction(spec), root, say,
-                ray_address=ray if "replay" in chosen else None)
-            if "replay" in chosen:
-                results += replay_results
-        if "interaction" in chosen:
-            say("== interaction")
-            results += suites.interaction(spec, root, say, analysis, predictions)
-        if "month" in chosen:
-            say(f"== economics at month scale ({spec.month_hours:g} h of {spec.month_replicas} replicas)")
-            try:
-                results += suites.economics_month(spec, root, say)
-            except RuntimeError as exc:  # e.g. its process killed for memory: the other rows still count
-                if size == "small":
-                    raise
-                say(f"  economics_month failed, no row: {exc}")
-    finally:
-        if own_dir:
-            shutil.rmtree(root, ignore_errors=True)
-    return render.document(info, results, suites.growth_exponent(results), size, time.perf_counter() - t0)
-
-
-def _replay_for_interaction(spec: suites.Size) -> suites.Size:
-    """The interaction benchmark needs cached predictions, not the replay timings: a short day will do."""
-    return replace(spec, replay_hours=min(spec.replay_hours, 0.5), repeat=1)
-
-
-__all__ = ["BENCHMARKS", "run"]
