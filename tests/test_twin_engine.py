@@ -5,6 +5,12 @@ preemption, the four routers, a batch² step term, an admission watermark, no fu
 from __future__ import annotations
 
 import fcntl
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -301,3 +307,46 @@ def test_a_process_that_holds_an_engines_lock_is_seen_compiling_it(monkeypatch: 
         finally:
             fcntl.flock(held, fcntl.LOCK_UN)
     assert not compiled.compiling(engine)
+
+
+COPY_SCRIPT = """
+import json, pickle, sys
+from pathlib import Path
+from app.economics import compiled
+from app.simulator import twin_engine
+assert Path(compiled.__file__).is_relative_to(Path.cwd()), compiled.__file__  # the copy, not the checkout
+run = twin_engine._run
+had_index = (Path(run._cache._cache_path) / run._cache._cache_file._index_name).exists()
+shipped = pickle.loads(Path(sys.argv[1]).read_bytes())
+installed = compiled.install_cache(shipped)
+again = compiled.install_cache(shipped)
+compiled.ready(compiled.FLEET)
+stats = [fn.stats for m in compiled.CACHED_MODULES for fn in vars(m).values() if hasattr(fn, "py_func")]
+print(json.dumps({"had_index": had_index, "installed": installed, "again": again, "cache_path": run.stats.cache_path,
+                  "run_hits": len(run.stats.cache_hits), "hits": sum(len(s.cache_hits) for s in stats),
+                  "misses": sum(len(s.cache_misses) for s in stats)}))
+"""
+
+
+def test_another_copy_of_the_code_loads_the_shipped_engine_cache_instead_of_compiling(tmp_path: Path) -> None:
+    """What a Ray worker does with the driver's cache (``compiled.cache_files``, put in the object store
+    with each grid's context): a copy of ``app`` at another path (as Ray's ``py_modules`` unpacks it, no
+    ``__pycache__``) installs the files where its own functions look, and its warm-up then loads the
+    fleet engine from them: numba finds every signature in the cache (hits, no miss: nothing compiled).
+    A second install leaves a cache that has an index alone."""
+    compiled.ready(compiled.FLEET)
+    shipped = compiled.cache_files()
+    assert "app.simulator.twin_engine:_run" in shipped
+    assert all(any(n.endswith(".nbi") for n in files) for files in shipped.values())
+    copy = tmp_path / "unpacked"
+    shutil.copytree(Path(compiled.__file__).parents[1], copy / "app",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "data", "queries"))
+    (tmp_path / "shipped.pickle").write_bytes(pickle.dumps(shipped))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    done = subprocess.run([sys.executable, "-c", COPY_SCRIPT, str(tmp_path / "shipped.pickle")], cwd=copy,
+                          env={**env, "PYTHONPATH": str(copy)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(seen["cache_path"]).is_relative_to(copy)
+    assert not seen["had_index"] and seen["installed"] == len(shipped) and seen["again"] == 0
+    assert seen["run_hits"] >= 1 and seen["misses"] == 0, seen  # the event loop loaded; nothing compiled

@@ -8,6 +8,11 @@ compiles it and writes the cache, the others wait for it and then load the cache
 Each engine has its own lock, so a grid (the fleet engine) never waits for the policy engine's
 compile. ``python -m app.economics.compiled`` does both ahead, the fleet engine first: ``headroom
 dashboard`` starts it beside the server, so that a new install's first grid finds its engine compiled.
+
+numba keys its cache by the source's content (SHA-256) and the machine's CPU, not by the source's path,
+so the files are valid for another copy of the same code on a like machine: :func:`cache_files` reads
+them, and :func:`install_cache` puts them where that copy's functions look (a Ray worker's unpacked
+``py_modules``, which would otherwise compile the engines again, about half a minute per worker).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from app.simulator import twin_engine
+from app.economics import demand
+from app.simulator import twin_engine, twin_policy
 from app.simulator.config import EngineConfig, FleetConfig, StepTime
 from app.simulator.policy import Policy
 from app.simulator.trace import PathSpec, Trace, TrafficSpec
@@ -80,6 +87,71 @@ def compiling(engine: str = FLEET) -> bool:
             return True
         fcntl.flock(f, fcntl.LOCK_UN)
         return False
+
+
+# the modules whose functions numba caches (the engines, and the demand's bucket arithmetic)
+CACHED_MODULES = (twin_engine, twin_policy, demand)
+
+
+def _cached_functions() -> dict[str, Any]:
+    """Each cached numba function of :data:`CACHED_MODULES` by ``module:name``, with its numba cache
+    (``FunctionCache``: its directory and index file). numba's attributes for these are not public, so a
+    numba without them gives none, and each process compiles as it would anyway."""
+    found: dict[str, Any] = {}
+    seen: set[tuple[str, str]] = set()  # a function bound to two names (an alias) is one cache
+    for module in CACHED_MODULES:
+        for name, value in vars(module).items():
+            cache = getattr(value, "_cache", None)
+            folder, index = getattr(cache, "_cache_path", None), getattr(getattr(cache, "_cache_file", None),
+                                                                         "_index_name", None)
+            if isinstance(folder, str) and isinstance(index, str) and (folder, index) not in seen:
+                seen.add((folder, index))
+                found[f"{module.__name__}:{name}"] = cache
+    return found
+
+
+def cache_files() -> dict[str, dict[str, bytes]]:
+    """This process's numba cache of the cached functions: for each (``module:name``) with an index,
+    the index and its data files by file name. Empty where nothing is compiled yet."""
+    shipped: dict[str, dict[str, bytes]] = {}
+    for key, cache in _cached_functions().items():
+        folder, index = Path(cache._cache_path), cache._cache_file._index_name
+        if not (folder / index).is_file():
+            continue
+        base = index[: -len(".nbi")]
+        files = [folder / index, *folder.glob(f"{base}.*.nbc")]
+        try:
+            shipped[key] = {f.name: f.read_bytes() for f in files}
+        except OSError:  # written or removed by a compiling process as we read: that function compiles
+            continue
+    return shipped
+
+
+def install_cache(shipped: dict[str, dict[str, bytes]]) -> int:
+    """Write the files :func:`cache_files` read into this process's cache of the same functions, for
+    each function whose cache here has no index yet (one that has keeps its own: numba adds to it what
+    this machine compiles). Each file is written whole and renamed into place, so a process loading the
+    cache beside this one never reads half a file. Returns the number of functions installed."""
+    installed = 0
+    here = _cached_functions()
+    for key, files in shipped.items():
+        cache = here.get(key)
+        if cache is None:
+            continue
+        folder = Path(cache._cache_path)
+        if (folder / cache._cache_file._index_name).exists():
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in sorted(files, key=lambda n: n.endswith(".nbi")):  # the index last
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(files[name])
+                os.replace(tmp, folder / name)
+        except OSError:  # a cache directory this process cannot write: numba compiles, as without it
+            continue
+        installed += 1
+    return installed
 
 
 def _requests() -> Trace:
