@@ -70,6 +70,8 @@ class Served:
     frame: pd.DataFrame
     ws: Workspace
     file_id: int
+    om: Path | None = None  # the frame as OpenMetrics text, as Prometheus' backfill read it
+    oracle: pd.DataFrame | None = None  # oracle_cube's result, computed once per module
 
     def pull(self, by: str = "path", window: str = "5m", labels: list[str] | None = None) -> int:
         report = pushdown.fetch_cube(self.ws, Store(url=self.url), str(E0), str(E0 + WHOLE), window,
@@ -81,11 +83,11 @@ class Served:
         return cube_frame(self.ws, ensure_cube(self.ws, [dataset_id], window_s, labels or ["__model__"]))
 
 
-def _served(tmp: Path, url: str, semantics: Semantics | None, frame: pd.DataFrame) -> Served:
+def _served(tmp: Path, url: str, semantics: Semantics | None, frame: pd.DataFrame, om: Path | None = None) -> Served:
     ws = Workspace(":memory:")
     loaded = load.load_frame(ws, frame, "file")
     assert loaded.status == "loaded", loaded.errors
-    return Served(url=url, semantics=semantics, frame=frame, ws=ws, file_id=int(loaded.dataset_id))
+    return Served(url=url, semantics=semantics, frame=frame, ws=ws, file_id=int(loaded.dataset_id), om=om)
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +99,12 @@ def frame() -> pd.DataFrame:
 def prom(tmp_path_factory: pytest.TempPathFactory, frame: pd.DataFrame) -> Iterator[Served]:
     _need_binaries()
     tmp = tmp_path_factory.mktemp("pushdown-prometheus")
-    proc, url = _start_prometheus(tmp, ef.write_openmetrics(frame, tmp / "fleet.om.txt"))
+    om = ef.write_openmetrics(frame, tmp / "fleet.om.txt")  # also the file the CLI tests load
+    proc, url = _start_prometheus(tmp, om)
     try:
         with urllib.request.urlopen(url + "/api/v1/status/buildinfo", timeout=10) as resp:
             version = json.load(resp)["data"]["version"]
-        served = _served(tmp, url, Semantics.for_version(version), frame)
+        served = _served(tmp, url, Semantics.for_version(version), frame, om)
         yield served
         served.ws.close()
     finally:
@@ -143,7 +146,13 @@ def _mapping(served: Served) -> pd.DataFrame:
 def oracle_cube(served: Served) -> pd.DataFrame:
     """Per window, path and signal: the sum over the path's series of the oracle's increase() (buckets
     with the cube's running-max envelope over le; `_sum` scaled), and the gauges' min/mean/max over the
-    samples each range selects."""
+    samples each range selects. Computed once per served store (the tests only read it)."""
+    if served.oracle is None:
+        served.oracle = _oracle_cube(served)
+    return served.oracle
+
+
+def _oracle_cube(served: Served) -> pd.DataFrame:
     points = _points(served.frame)
     mapping = _mapping(served)
     ends = pushdown.window_ends(pd.Timestamp(E0, unit="s").to_pydatetime(),
@@ -246,7 +255,7 @@ def test_report_on_the_pushdown_agrees_with_the_file_within_extrapolation(prom: 
     counts are extrapolated. Against the file's exact share it moved by up to 1.2 pp here (the batch
     path's TTFT at 0.5 s: 45.85 % against 44.64 %): increase() misses each window's first delta and
     clamps each bucket series at zero on its own, so the factors do not cancel in the ratio."""
-    om = ef.write_openmetrics(prom.frame, tmp_path / "fleet.om.txt")
+    om = prom.om
     args = ["--start", str(E0), "--end", str(E0 + WHOLE), "--promise", "0.5/0.05", "--format", "json"]
     docs = []
     for source in (["--prometheus", prom.url, "--pushdown"], [str(om)]):
@@ -273,7 +282,7 @@ def test_report_on_the_pushdown_agrees_with_the_file_within_extrapolation(prom: 
 def test_tail_on_the_pushdown_says_its_counts_are_the_stores(prom: Served, tmp_path: Path) -> None:
     """``headroom tail --prometheus URL --pushdown`` runs on the pulled cube: the same paths as on the file,
     its TTFT shares the report's on the same pull, and it says the counts are extrapolated."""
-    om = ef.write_openmetrics(prom.frame, tmp_path / "fleet.om.txt")
+    om = prom.om
     args = ["--start", str(E0), "--end", str(E0 + WHOLE), "--promise", "0.5/0.05", "--window", "5m", "--format", "json"]
     docs = {}
     for name, command, source in (("live", "tail", ["--prometheus", prom.url, "--pushdown"]), ("file", "tail", [str(om)]),
@@ -318,7 +327,7 @@ def test_scenarios_on_a_pushdown_fit_the_scrapes_and_flag_the_demand(prom: Serve
     series raw for the per-scrape fit. The engine config and the step-time fit come from the same raw
     scrapes as the file's (the fit's data is identical); the demand is the store's extrapolation, and
     every scenario carries the flag that says so."""
-    om = ef.write_openmetrics(prom.frame, tmp_path / "fleet.om.txt")
+    om = prom.om
     args = ["--replicas", "2", "--seeds", "1", "--replica-hour-price", "10", "--breach-price", "0.01",
             "--promise", "0.5/0.05", "--format", "json", "--quiet"]
     docs = []
