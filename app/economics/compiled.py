@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -93,20 +92,19 @@ def compiling(engine: str = FLEET) -> bool:
 CACHED_MODULES = (twin_engine, twin_policy, demand)
 
 
-def _cached_functions() -> dict[str, Any]:
-    """Each cached numba function of :data:`CACHED_MODULES` by ``module:name``, with its numba cache
-    (``FunctionCache``: its directory and index file). numba's attributes for these are not public, so a
-    numba without them gives none, and each process compiles as it would anyway."""
-    found: dict[str, Any] = {}
-    seen: set[tuple[str, str]] = set()  # a function bound to two names (an alias) is one cache
+def _cache_locations() -> dict[str, tuple[Path, str]]:
+    """Where numba caches each cached function of :data:`CACHED_MODULES` in this process, by
+    ``module:name``: its cache directory and its index file's name. numba's attributes for these are
+    not public, so a numba without them gives none, and each process compiles as it would anyway."""
+    found: dict[str, tuple[Path, str]] = {}
     for module in CACHED_MODULES:
         for name, value in vars(module).items():
             cache = getattr(value, "_cache", None)
             folder, index = getattr(cache, "_cache_path", None), getattr(getattr(cache, "_cache_file", None),
                                                                          "_index_name", None)
-            if isinstance(folder, str) and isinstance(index, str) and (folder, index) not in seen:
-                seen.add((folder, index))
-                found[f"{module.__name__}:{name}"] = cache
+            # a function bound to two names (an alias) is one cache
+            if isinstance(folder, str) and isinstance(index, str) and (Path(folder), index) not in found.values():
+                found[f"{module.__name__}:{name}"] = (Path(folder), index)
     return found
 
 
@@ -114,12 +112,10 @@ def cache_files() -> dict[str, dict[str, bytes]]:
     """This process's numba cache of the cached functions: for each (``module:name``) with an index,
     the index and its data files by file name. Empty where nothing is compiled yet."""
     shipped: dict[str, dict[str, bytes]] = {}
-    for key, cache in _cached_functions().items():
-        folder, index = Path(cache._cache_path), cache._cache_file._index_name
+    for key, (folder, index) in _cache_locations().items():
         if not (folder / index).is_file():
             continue
-        base = index[: -len(".nbi")]
-        files = [folder / index, *folder.glob(f"{base}.*.nbc")]
+        files = [folder / index, *folder.glob(f"{index.removesuffix('.nbi')}.*.nbc")]
         try:
             shipped[key] = {f.name: f.read_bytes() for f in files}
         except OSError:  # written or removed by a compiling process as we read: that function compiles
@@ -133,25 +129,31 @@ def install_cache(shipped: dict[str, dict[str, bytes]]) -> int:
     this machine compiles). Each file is written whole and renamed into place, so a process loading the
     cache beside this one never reads half a file. Returns the number of functions installed."""
     installed = 0
-    here = _cached_functions()
+    here = _cache_locations()
     for key, files in shipped.items():
-        cache = here.get(key)
-        if cache is None:
+        if key not in here or (here[key][0] / here[key][1]).exists():
             continue
-        folder = Path(cache._cache_path)
-        if (folder / cache._cache_file._index_name).exists():
-            continue
+        folder = here[key][0]
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for name in sorted(files, key=lambda n: n.endswith(".nbi")):  # the index last
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(files[name])
-                os.replace(tmp, folder / name)
+                _write_whole(folder / name, files[name])
         except OSError:  # a cache directory this process cannot write: numba compiles, as without it
             continue
         installed += 1
     return installed
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary file in its directory, renamed into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _requests() -> Trace:
