@@ -178,7 +178,7 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
         format=staged.format, gzip=staged.gzip, series=n_series, samples=n_samples, start=iso_utc(t_min),
         end=iso_utc(t_max), scrape_interval_s=interval, time_source=staged.time_source, notes=notes,
     )
-    describe_dataset(con, dataset_id, report)
+    describe_dataset(con, dataset_id, report, several_times=t_min != t_max)
     _duplicate_notes(con, report, unit)  # the last reader of the staged samples
     if staged.release is not None:
         staged.release(con)
@@ -244,8 +244,11 @@ def insert_dataset(con: duckdb.DuckDBPyConnection, report: LoadReport, digest: s
 
 
 def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: LoadReport,
-                     window_s: int = SUMMARY_WINDOW_S, path_labels: Sequence[str] | None = None) -> None:
+                     window_s: int = SUMMARY_WINDOW_S, path_labels: Sequence[str] | None = None,
+                     several_times: bool = False) -> None:
     """Fill the engine/signal/path/health fields of ``report`` (inside the load's transaction).
+    ``several_times``: the caller knows the samples have more than one time, so the dataset is no
+    single snapshot and its scrape times need not be counted (a pass over its samples).
 
     The summary reads the dataset's 5-minute cube (a live pull's: its own window and path labels); it
     is kept as the cached cube of that spec, so the first page or report on this dataset alone (the
@@ -274,7 +277,7 @@ def describe_dataset(con: duckdb.DuckDBPyConnection, dataset_id: int, report: Lo
     report.repairs = int(health.get("repairs", 0) or 0)
     if report.repairs:
         _repair_notes(con, report)
-    scrapes, started = sql.rows(con, "summary__snapshot", dataset_id=dataset_id)[0]
+    scrapes, started = (0, None) if several_times else sql.rows(con, "summary__snapshot", dataset_id=dataset_id)[0]
     if scrapes == 1:
         report.snapshot = True
         since = f"the server started at {started.isoformat()}Z" if started else "the server started (start time not exported)"
