@@ -4,6 +4,8 @@
 -- grain: one row per bad row, the first `max_rows` only
 -- reads: long_input, long_keys, long_parsed
 -- @param max_rows BIGINT  how many bad rows to return
+-- @param parse_can_fail BOOLEAN  ingest__long_parse_can_fail's answer (false: no row's time or value
+--   failed to parse, and `long_parsed` is not read)
 -- @returns src_line BIGINT, problem VARCHAR, n_bad BIGINT
 with
 bad_rows as (
@@ -16,7 +18,7 @@ bad_rows as (
                 || 'nor a Unix time'
             when r.value is null then 'value ''' || coalesce(i.value_raw::varchar, '') || ''' is not a number'
         end as problem
-    from (select src_line, ts, value from long_parsed where ts is null or value is null) as r
+    from (select src_line, ts, value from long_parsed where $parse_can_fail and (ts is null or value is null)) as r
     inner join long_input as i using (src_line)
 ),
 

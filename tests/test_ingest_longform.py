@@ -154,6 +154,19 @@ def test_parquet_missing_timestamp_names_the_row(tmp_path: Path) -> None:
         staged_rows(path)
 
 
+def test_parquet_missing_value_in_a_typed_file_names_the_row(tmp_path: Path) -> None:
+    """A typed file (native times, a DOUBLE value) is read for bad rows only when a cell is NULL:
+    its statistics say so (ingest__long_parse_can_fail), and the NULL is still found and named."""
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({
+        "timestamp": pa.array([datetime(2025, 11, 29, 10, i, tzinfo=UTC) for i in range(3)], pa.timestamp("ms", "UTC")),
+        "metric": ["a", "a", "a"],
+        "value": pa.array([1.0, 2.0, None], pa.float64()),
+    }), path)
+    with pytest.raises(IngestError, match="row 3: value '' is not a number"):
+        staged_rows(path)
+
+
 def test_parquet_with_a_file_row_number_column_keeps_it_as_a_label(tmp_path: Path) -> None:
     """The reader numbers Parquet rows itself unless the file has a column of that name."""
     path = tmp_path / "long.parquet"

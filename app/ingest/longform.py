@@ -173,7 +173,8 @@ def _stage(con: duckdb.DuckDBPyConnection, src: Source, reader: str, options: di
         if n_comma:
             notes.append(f"{n_comma} value(s) written with a decimal comma (a `;`-separated CSV as Excel saves it), "
                          f"read as decimal points: e.g. {example!r} on line {comma_line}")
-    problems = sql.rows(con, "ingest__long_problems", max_rows=MAX_REPORTED)
+    problems = sql.rows(con, "ingest__long_problems", max_rows=MAX_REPORTED,
+                        parse_can_fail=sql.rows(con, "ingest__long_parse_can_fail")[0][0])
     if problems:
         line, problem, n_bad = problems[0]
         unit = "row" if fmt == "parquet" else "line"
