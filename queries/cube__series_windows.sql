@@ -68,8 +68,10 @@ points as (
     group by series_id, ts
 ),
 
-sequenced as (
-    -- the one sort: each series in time order (unless $presorted)
+sequenced as not materialized (
+    -- the one sort: each series in time order (unless $presorted). Not materialized: its second
+    -- reader, group_resets, wants the few resets, and DuckDB otherwise kept every kept sample for it
+    -- (a month's 5-minute part: 8 M rows, 1 GB spilled; 5.4 s against 4.0 s computed twice)
     select
         p.series_id,
         p.t_us,
