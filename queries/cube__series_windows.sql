@@ -68,9 +68,8 @@ points as (
     group by series_id, ts
 ),
 
-sorted_points as materialized (
-    -- the one sort: each series in time order (unless $presorted: then no row). Materialized: its
-    -- rows are read twice below, and sorting them again would cost more than keeping them
+sequenced as (
+    -- the one sort: each series in time order (unless $presorted)
     select
         p.series_id,
         p.t_us,
@@ -83,13 +82,6 @@ sorted_points as materialized (
     inner join series_codes as c using (series_id)
     where not $presorted
     window by_time as (partition by p.series_id order by p.t_us)
-),
-
-sequenced as not materialized (
-    -- each sample beside its series' previous and next. Not materialized: its second reader,
-    -- group_resets, wants the few resets, and DuckDB otherwise kept every presorted kept sample for
-    -- it (a month's 5-minute part: 8 M rows, 1 GB spilled; 5.4 s against 4.0 s read twice)
-    select * from sorted_points
     union all
     -- $presorted: the samples found without a sort, their neighbours at run ends filled in
     select
