@@ -131,9 +131,11 @@ def install_cache(shipped: dict[str, dict[str, bytes]]) -> int:
     installed = 0
     here = _cache_locations()
     for key, files in shipped.items():
-        if key not in here or (here[key][0] / here[key][1]).exists():
+        if key not in here:
             continue
-        folder = here[key][0]
+        folder, index = here[key]
+        if (folder / index).exists():
+            continue
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for name in sorted(files, key=lambda n: n.endswith(".nbi")):  # the index last
