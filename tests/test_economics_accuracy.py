@@ -11,7 +11,7 @@ full family, both export kinds, every scenario: `python -m app.economics.accurac
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -116,3 +116,19 @@ def test_a_grid_row_replays_the_same_requests_unchanged() -> None:
     kept = cache[(1.0, 1.0, 2000)]
     assert all(np.array_equal(kept[k], fresh[k]) for k in fresh)
     assert first.sim_seconds > 0
+
+
+def test_scenarios_replayed_together_are_those_replayed_one_by_one() -> None:
+    """``run_scenarios`` (the dashboard replays every scenario it lacks in one call) gives each scenario
+    exactly what its own call gives, whatever shares the call, in any order, a repeat counted once."""
+    analysis = accuracy.fit(replace(accuracy.case("f1-chat-2x"), hours=1.0), "minimal", seeds=1)
+    wanted = [(3, 1.25, 1.0), (2, 1.0, 1.0), (4, 1.0, 1.5), (2, 1.0, 1.0)]
+    together = scenarios.run_scenarios(analysis, wanted, seeds=2, workers=1)
+    assert list(together) == [(3, 1.25, 1.0), (2, 1.0, 1.0), (4, 1.0, 1.5)]
+    for n, g, m in together:
+        alone = scenarios.predict(analysis, n, g, m, seeds=2, workers=1)
+        assert [asdict(p) for p in together[(n, g, m)]] == [asdict(p) for p in alone]
+        assert {p.path for p in alone} == set(analysis.thresholds)
+    seen: list[tuple[int, int]] = []
+    scenarios.run_scenarios(analysis, wanted[:2], seeds=2, workers=1, on_run=lambda d, t, _m: seen.append((d, t)))
+    assert seen == [(i, len(seen)) for i in range(1, len(seen) + 1)] and len(seen) >= 4

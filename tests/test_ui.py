@@ -364,3 +364,33 @@ def test_the_rules_file_of_the_promise_page() -> None:
     none, why = promise_view.rules_file(promises, ["model_name"], [], {"ttft": [0.25, 1.0], "tpot": [0.05]}, None)
     assert none is None and "TTFT 0.5 s is not a bucket bound" in why
 
+
+
+def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
+    """A run asks the replay once, for every scenario the store lacks (in the run's order, a repeat
+    once); what it holds comes back as copies; past ``max_entries`` the least recently used goes."""
+    calls: list[list[tuple[int, float, float]]] = []
+
+    def replay(missing: list[tuple[int, float, float]]) -> dict:
+        calls.append(list(missing))
+        return {s: [SimpleNamespace(replicas=s[0], share=0.1 * s[0])] for s in missing}
+
+    store = economics_view.ReplayStore(max_entries=4)
+    first = store.replayed("ws", "key", [(2, 1, 1), (3, 1, 1), (2, 1, 1)], replay)
+    assert calls == [[(2, 1.0, 1.0), (3, 1.0, 1.0)]]
+    assert [r.predictions[0].replicas for r in first] == [2, 3, 2]
+    assert first[0].computed_at == first[1].computed_at and first[0].took_s >= 0
+    first[0].predictions[0].share = 99.0  # a caller's change stays its own
+    again = store.replayed("ws", "key", [(3, 1.0, 1.0), (4, 1.0, 1.0), (2, 1.0, 1.0)], replay)
+    assert calls[1] == [(4, 1.0, 1.0)]
+    assert [r.predictions[0].share for r in again] == pytest.approx([0.3, 0.4, 0.2])
+    assert again[0].computed_at == first[1].computed_at  # held: from the cache
+    store.replayed("ws", "other key", [(2, 1.0, 1.0)], replay)  # another replay key is another scenario
+    assert calls[2] == [(2, 1.0, 1.0)]
+    store.replayed("ws", "key", [(5, 1.0, 1.0)], replay)  # five held: (3, 1, 1) was used least recently
+    store.replayed("ws", "key", [(3, 1.0, 1.0), (2, 1.0, 1.0)], replay)
+    assert calls[-1] == [(3, 1.0, 1.0)]
+    failing = economics_view.ReplayStore()
+    with pytest.raises(ValueError, match="no path"):
+        failing.replayed("ws", "key", [(2, 1.0, 1.0)], lambda _m: (_ for _ in ()).throw(ValueError("no path")))
+    assert failing.replayed("ws", "key", [(2, 1.0, 1.0)], replay)[0].predictions[0].replicas == 2

@@ -2,8 +2,9 @@
 and context multipliers), the cheapest N', the break-even price of a breach and the cost per request
 that kept the promise.
 
-Replays run only on "Run scenarios" and are cached per scenario (``cache.scenario``); prices are
-not part of that key, so a price change re-prices the cached predictions without any replay.
+Replays run only on "Run scenarios" and are held per scenario (``cache.scenarios``: those a run lacks
+are replayed together); prices are not part of that key, so a price change re-prices the cached
+predictions without any replay.
 """
 
 from __future__ import annotations
@@ -139,13 +140,12 @@ if submitted:
             bar = st.progress(0.0, text="fitting the capacity model and replaying at the observed N")
             try:
                 analysis = cache.analysis(db, spec)
-                for i, (n, g, m) in enumerate(grid):
-                    result = cache.scenario(db, spec, n, g, m)
+                bar.progress(0.0, text="replaying the scenarios not replayed before")
+                for result in cache.scenarios(db, spec, grid,
+                                              on_run=lambda done, total, text: bar.progress(done / total, text=text)):
                     predictions += result.predictions
-                    fresh = result.computed_at >= clicked
-                    replayed += fresh
-                    bar.progress((i + 1) / len(grid), text=f"N'={n} traffic ×{g:g} context ×{m:g}: "
-                                 + (f"replayed in {result.took_s:.1f} s" if fresh else "from the cache"))
+                    replayed += result.computed_at >= clicked
+                bar.progress(1.0, text=f"{replayed} of {len(grid)} scenarios replayed, the rest from the cache")
             except ValueError as exc:
                 status.update(label=f"Could not run the scenarios: {md(exc)}", state="error")
             else:

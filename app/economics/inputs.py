@@ -170,10 +170,11 @@ class ScenarioInputs:
                                  self.assumptions, observed_replicas=self.observed_replicas,
                                  calibrate=self.calibrate, seeds=self.seeds, progress=progress)
 
-    def predict(self, analysis: Analysis, replicas: int, traffic: float, context: float,
-                executor: Executor | None = None) -> list[Prediction]:
-        """The predictions of one scenario of the grid."""
-        return scenarios.predict(analysis, replicas, traffic, context, self.seeds, executor=executor)
+    def predict(self, analysis: Analysis, wanted: Sequence[scenarios.Scenario], executor: Executor | None = None,
+                on_run: Callable[[int, int, str], None] | None = None) -> dict[scenarios.Scenario, list[Prediction]]:
+        """The predictions of these scenarios (N', traffic, context) of the grid, their runs on one
+        executor at once."""
+        return scenarios.run_scenarios(analysis, wanted, self.seeds, executor=executor, on_run=on_run)
 
     def grid(self, analysis: Analysis, executor: Executor | None = None,
              progress: Progress | None = None) -> list[Prediction]:

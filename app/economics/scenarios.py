@@ -462,17 +462,31 @@ def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: fl
     return grid(analysis, [replicas], [traffic], [context], seeds, progress, workers, executor)
 
 
+Scenario = tuple[int, float, float]  # (N', traffic multiplier, context multiplier)
+
+
 def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] = (1.0,),
          context: Sequence[float] = (1.0,), seeds: int = 3,
          progress: Callable[[str], None] | None = None, workers: int | None = None,
          executor: Executor | None = None) -> list[Prediction]:
-    """Every scenario of the grid. The twin runs (seeds and sensitivity variants of every scenario)
-    are independent, so ``executor`` runs them where it runs them: by default ``workers`` local
-    processes (default: every core, or this process for a small grid: ``local_executor``; 1: this
-    process), or a Ray cluster
-    (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it: each run
-    is set by its job alone, and the runs are assembled in the grid's order."""
+    """Every scenario of the grid (``run_scenarios``), in the grid's order: traffic, context, N'."""
     scenarios_ = [(n, g, m) for g in traffic for m in context for n in replicas]
+    done = run_scenarios(analysis, scenarios_, seeds, progress, workers, executor)
+    return [p for s in scenarios_ for p in done[s]]
+
+
+def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int = 3,
+                  progress: Callable[[str], None] | None = None, workers: int | None = None,
+                  executor: Executor | None = None,
+                  on_run: Callable[[int, int, str], None] | None = None) -> dict[Scenario, list[Prediction]]:
+    """The predictions of each scenario, all of their twin runs (seeds and sensitivity variants) on
+    one executor at once. The runs are independent, so ``executor`` runs them where it runs them: by
+    default ``workers`` local processes (default: every core, or this process for a small grid:
+    ``local_executor``; 1: this process), or a Ray cluster
+    (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it, nor on
+    which other scenarios share the call: each run is set by its job alone. ``on_run(done, total,
+    message)`` follows each finished run (the dashboard's progress bar)."""
+    scenarios_ = list(dict.fromkeys(scenarios_))
     jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
     executor = executor or local_executor(analysis, [j.traffic for j in jobs], workers)
     results: dict[_Job, RunShares] = {}
@@ -487,13 +501,16 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
         progress("the replay engine is being compiled (the first run on this machine: about half a minute on 2 cores)")
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
+        message = (f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "
+                   f"seed {job.seed} {job.variant} ({run.sim_seconds:.1f} s; {time.perf_counter() - started:.0f} s "
+                   f"so far)")
         if progress:
-            progress(f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "
-                     f"seed {job.seed} {job.variant} ({run.sim_seconds:.1f} s; {time.perf_counter() - started:.0f} s "
-                     f"so far)")
-    out = []
+            progress(message)
+        if on_run:
+            on_run(len(results), len(jobs), message)
+    out: dict[Scenario, list[Prediction]] = {}
     for n, g, m in scenarios_:
         mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == (n, g, m)]
-        out.extend(_assemble(analysis, n, g, m, [results[j] for j in mine if j.variant == "fit"],
-                             [results[j] for j in mine if j.variant != "fit"]))
+        out[(n, g, m)] = _assemble(analysis, n, g, m, [results[j] for j in mine if j.variant == "fit"],
+                                   [results[j] for j in mine if j.variant != "fit"])
     return out

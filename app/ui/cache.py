@@ -6,15 +6,16 @@
   ``CubeRef`` are never those of another cube. Threshold, price and scenario changes never reach ``cube``.
 - Promise results are cached by (cube, promises, range): a threshold change re-runs only the
   small query on the cube.
-- Replays are cached per scenario, keyed by ``ScenarioInputs.replay_key`` (canonical JSON of
-  datasets, path mapping, TTFT/TPOT per path, assumptions, seeds) plus (N', traffic, context).
+- Replays are held per scenario (``ReplayStore``, one per process), keyed by
+  ``ScenarioInputs.replay_key`` (canonical JSON of datasets, path mapping, TTFT/TPOT per path,
+  assumptions, seeds) plus (N', traffic, context); the scenarios a run lacks are replayed together.
   Prices are not in the key: pricing is arithmetic on the cached predictions.
 """
 
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -27,7 +28,7 @@ from app.economics import policy_file
 from app.economics.crosscheck import CURVE_WINDOW_S
 from app.economics.inputs import ScenarioInputs
 from app.economics.policies import PolicyPrediction
-from app.economics.scenarios import Analysis, Prediction
+from app.economics.scenarios import Analysis, Scenario
 from app.promise import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
@@ -38,6 +39,7 @@ from app.tail import twin as tail_twin
 from app.tail.twin import TwinAttribution
 from app.ui import data
 from app.ui import tail as tail_view
+from app.ui.economics import Replayed, ReplayStore
 from app.ui.promise import to_promises
 from app.ui.session import Settings
 
@@ -129,21 +131,18 @@ def analysis(db: str, replay_key: str) -> Analysis:
     return ScenarioInputs.from_replay_key(replay_key).analyse(workspace(db))
 
 
-class Replayed(NamedTuple):
-    """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
-
-    predictions: list[Prediction]
-    computed_at: float
-    took_s: float
+@st.cache_resource
+def _replays() -> ReplayStore:
+    return ReplayStore()
 
 
-@st.cache_data(max_entries=512, show_spinner=False)
-def scenario(db: str, replay_key: str, replicas: int, traffic: float, context: float) -> Replayed:
-    """The predictions of one scenario (``seeds`` replays, plus the sensitivity envelope when flagged)."""
-    started = time.time()
-    predictions = ScenarioInputs.from_replay_key(replay_key).predict(analysis(db, replay_key), replicas, traffic,
-                                                                     context)
-    return Replayed(predictions, started, time.time() - started)
+def scenarios(db: str, replay_key: str, grid: Sequence[Scenario],
+              on_run: Callable[[int, int, str], None] | None = None) -> list[Replayed]:
+    """The predictions of each scenario of ``grid``, replayed together for those not yet held
+    (``seeds`` replays each, plus the sensitivity envelope when flagged)."""
+    inputs = ScenarioInputs.from_replay_key(replay_key)
+    return _replays().replayed(db, replay_key, grid,
+                               lambda missing: inputs.predict(analysis(db, replay_key), missing, on_run=on_run))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -3,8 +3,12 @@ the priced decision document as the page shows it (verdict, break-even lines, ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import copy
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -12,6 +16,7 @@ from app.economics import policy_file
 from app.economics.capacity import Assumptions
 from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.money import Prices
+from app.economics.scenarios import Prediction, Scenario
 from app.escape import md
 from app.promise import Promise
 from app.ui.session import Settings
@@ -57,7 +62,54 @@ def default_datasets(frame: pd.DataFrame) -> list[int]:
     return [int(i) for i in (keep or frame["dataset_id"].tolist())]
 
 
-MAX_SCENARIOS = 200  # a form that asks for more is refused: the page replays them one by one
+MAX_SCENARIOS = 200  # a form that asks for more is refused
+
+
+class Replayed(NamedTuple):
+    """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
+
+    predictions: list[Prediction]
+    computed_at: float
+    took_s: float  # the replay call that computed it (every scenario it replayed at once)
+
+
+class ReplayStore:
+    """The replayed scenarios of this server process, per (workspace, replay key, scenario), the least
+    recently used dropped past ``max_entries``. A run replays only the scenarios it does not hold, all
+    of them in one executor call: the runs of every N' at one (traffic, context, seed) share one
+    synthesized request set on one worker, and the cores stay busy to the last run (one call per
+    scenario made each synthesize its set again and left a core idle whenever a scenario had a
+    single run). Prices are not in the key: pricing is arithmetic on the predictions."""
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self.max_entries = max_entries
+        self._held: OrderedDict[tuple[str, str, Scenario], Replayed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def replayed(self, db: str, replay_key: str, grid: Sequence[Scenario],
+                 replay: Callable[[list[Scenario]], dict[Scenario, list[Prediction]]]) -> list[Replayed]:
+        """Each scenario of ``grid`` (in its order), ``replay(missing)`` called once for those not held;
+        the predictions are copies (a caller may change its own)."""
+        wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
+        with self._lock:
+            missing = [s for s in dict.fromkeys(wanted) if (db, replay_key, s) not in self._held]
+        fresh: dict[Scenario, Replayed] = {}
+        if missing:
+            started, t0 = time.time(), time.perf_counter()
+            predictions = replay(missing)
+            took = time.perf_counter() - t0
+            fresh = {s: Replayed(predictions[s], started, took) for s in missing}
+        with self._lock:
+            for s, r in fresh.items():
+                self._held[(db, replay_key, s)] = r
+            out = []
+            for s in wanted:
+                r = fresh.get(s) or self._held[(db, replay_key, s)]
+                self._held.move_to_end((db, replay_key, s))
+                out.append(r._replace(predictions=copy.deepcopy(r.predictions)))
+            while len(self._held) > self.max_entries:
+                self._held.popitem(last=False)
+        return out
 
 
 def scenario_inputs(form: Mapping[str, Any], labels: Sequence[str], rules: Sequence[tuple[str, str]],
