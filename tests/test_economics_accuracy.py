@@ -130,5 +130,9 @@ def test_scenarios_replayed_together_are_those_replayed_one_by_one() -> None:
         assert [asdict(p) for p in together[(n, g, m)]] == [asdict(p) for p in alone]
         assert {p.path for p in alone} == set(analysis.thresholds)
     seen: list[tuple[int, int]] = []
-    scenarios.run_scenarios(analysis, wanted[:2], seeds=2, workers=1, on_run=lambda d, t, _m: seen.append((d, t)))
+    kept: dict = {}
+    again = scenarios.run_scenarios(analysis, wanted[:2], seeds=2, workers=1,
+                                    on_run=lambda d, t, _m: seen.append((d, t)),
+                                    on_scenario=lambda sc, preds: kept.setdefault(sc, preds))
     assert seen == [(i, len(seen)) for i in range(1, len(seen) + 1)] and len(seen) >= 4
+    assert kept.keys() == again.keys() and all(kept[sc] is again[sc] for sc in again)

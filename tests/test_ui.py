@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
@@ -371,9 +372,10 @@ def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
     once); what it holds comes back as copies; past ``max_entries`` the least recently used goes."""
     calls: list[list[tuple[int, float, float]]] = []
 
-    def replay(missing: list[tuple[int, float, float]]) -> dict:
+    def replay(missing: list[tuple[int, float, float]], keep: Callable) -> None:
         calls.append(list(missing))
-        return {s: [SimpleNamespace(replicas=s[0], share=0.1 * s[0])] for s in missing}
+        for s in missing:
+            keep(s, [SimpleNamespace(replicas=s[0], share=0.1 * s[0])])
 
     store = economics_view.ReplayStore(max_entries=4)
     first = store.replayed("ws", "key", [(2, 1, 1), (3, 1, 1), (2, 1, 1)], replay)
@@ -390,7 +392,26 @@ def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
     store.replayed("ws", "key", [(5, 1.0, 1.0)], replay)  # five held: (3, 1, 1) was used least recently
     store.replayed("ws", "key", [(3, 1.0, 1.0), (2, 1.0, 1.0)], replay)
     assert calls[-1] == [(3, 1.0, 1.0)]
-    failing = economics_view.ReplayStore()
-    with pytest.raises(ValueError, match="no path"):
-        failing.replayed("ws", "key", [(2, 1.0, 1.0)], lambda _m: (_ for _ in ()).throw(ValueError("no path")))
-    assert failing.replayed("ws", "key", [(2, 1.0, 1.0)], replay)[0].predictions[0].replicas == 2
+
+
+def test_a_replay_stopped_part_way_keeps_the_scenarios_it_finished() -> None:
+    """Streamlit stops a script at its next call when the user moves on; an error stops it too: the
+    scenarios whose runs were all in stay held, the next run replays only the others."""
+    def stopped_after_one(missing: list[tuple[int, float, float]], keep: Callable) -> None:
+        keep(missing[0], [SimpleNamespace(replicas=missing[0][0])])
+        raise ValueError("stopped")
+
+    store = economics_view.ReplayStore()
+    with pytest.raises(ValueError, match="stopped"):
+        store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], stopped_after_one)
+    calls: list[list[tuple[int, float, float]]] = []
+
+    def replay(missing: list[tuple[int, float, float]], keep: Callable) -> None:
+        calls.append(list(missing))
+        for s in missing:
+            keep(s, [SimpleNamespace(replicas=s[0])])
+
+    again = store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], replay)
+    assert calls == [[(3, 1.0, 1.0)]] and [r.predictions[0].replicas for r in again] == [2, 3]
+    with pytest.raises(RuntimeError, match=r"without scenarios \[\(4, 1.0, 1.0\)\]"):
+        store.replayed("ws", "key", [(4, 1.0, 1.0)], lambda _missing, _keep: None)

@@ -171,10 +171,13 @@ class ScenarioInputs:
                                  calibrate=self.calibrate, seeds=self.seeds, progress=progress)
 
     def predict(self, analysis: Analysis, wanted: Sequence[scenarios.Scenario], executor: Executor | None = None,
-                on_run: Callable[[int, int, str], None] | None = None) -> dict[scenarios.Scenario, list[Prediction]]:
+                on_run: Callable[[int, int, str], None] | None = None,
+                on_scenario: Callable[[scenarios.Scenario, list[Prediction]], None] | None = None,
+                ) -> dict[scenarios.Scenario, list[Prediction]]:
         """The predictions of these scenarios (N', traffic, context) of the grid, their runs on one
-        executor at once."""
-        return scenarios.run_scenarios(analysis, wanted, self.seeds, executor=executor, on_run=on_run)
+        executor at once (``scenarios.run_scenarios``)."""
+        return scenarios.run_scenarios(analysis, wanted, self.seeds, executor=executor, on_run=on_run,
+                                       on_scenario=on_scenario)
 
     def grid(self, analysis: Analysis, executor: Executor | None = None,
              progress: Progress | None = None) -> list[Prediction]:

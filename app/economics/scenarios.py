@@ -477,15 +477,18 @@ def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] =
 
 def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int = 3,
                   progress: Callable[[str], None] | None = None, workers: int | None = None,
-                  executor: Executor | None = None,
-                  on_run: Callable[[int, int, str], None] | None = None) -> dict[Scenario, list[Prediction]]:
+                  executor: Executor | None = None, on_run: Callable[[int, int, str], None] | None = None,
+                  on_scenario: Callable[[Scenario, list[Prediction]], None] | None = None,
+                  ) -> dict[Scenario, list[Prediction]]:
     """The predictions of each scenario, all of their twin runs (seeds and sensitivity variants) on
     one executor at once. The runs are independent, so ``executor`` runs them where it runs them: by
     default ``workers`` local processes (default: every core, or this process for a small grid:
     ``local_executor``; 1: this process), or a Ray cluster
     (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it, nor on
     which other scenarios share the call: each run is set by its job alone. ``on_run(done, total,
-    message)`` follows each finished run (the dashboard's progress bar)."""
+    message)`` follows each finished run (the dashboard's progress bar), ``on_scenario(scenario,
+    predictions)`` each scenario as soon as its last run is in (the dashboard keeps it then: a run
+    stopped part-way keeps the scenarios it finished)."""
     scenarios_ = list(dict.fromkeys(scenarios_))
     jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
     executor = executor or local_executor(analysis, [j.traffic for j in jobs], workers)
@@ -499,8 +502,18 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
     if progress and compiled.compiling(compiled.FLEET):
         progress("the replay engine is being compiled (the first run on this machine: about half a minute on 2 cores)")
+    left = {sc: sum(1 for j in jobs if (j.replicas, j.traffic, j.context) == sc) for sc in scenarios_}
+    out: dict[Scenario, list[Prediction]] = {}
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
+        sc = (job.replicas, job.traffic, job.context)
+        left[sc] -= 1
+        if not left[sc]:
+            mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == sc]
+            out[sc] = _assemble(analysis, *sc, [results[j] for j in mine if j.variant == "fit"],
+                                [results[j] for j in mine if j.variant != "fit"])
+            if on_scenario:
+                on_scenario(sc, out[sc])
         message = (f"{len(results)}/{len(jobs)} runs: N'={job.replicas} g={job.traffic:g} m={job.context:g} "
                    f"seed {job.seed} {job.variant} ({run.sim_seconds:.1f} s; {time.perf_counter() - started:.0f} s "
                    f"so far)")
@@ -508,9 +521,4 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
             progress(message)
         if on_run:
             on_run(len(results), len(jobs), message)
-    out: dict[Scenario, list[Prediction]] = {}
-    for n, g, m in scenarios_:
-        mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == (n, g, m)]
-        out[(n, g, m)] = _assemble(analysis, n, g, m, [results[j] for j in mine if j.variant == "fit"],
-                                   [results[j] for j in mine if j.variant != "fit"])
-    return out
+    return {sc: out[sc] for sc in scenarios_}

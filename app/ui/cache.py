@@ -141,8 +141,8 @@ def scenarios(db: str, replay_key: str, grid: Sequence[Scenario],
     """The predictions of each scenario of ``grid``, replayed together for those not yet held
     (``seeds`` replays each, plus the sensitivity envelope when flagged)."""
     inputs = ScenarioInputs.from_replay_key(replay_key)
-    return _replays().replayed(db, replay_key, grid,
-                               lambda missing: inputs.predict(analysis(db, replay_key), missing, on_run=on_run))
+    return _replays().replayed(db, replay_key, grid, lambda missing, keep: inputs.predict(
+        analysis(db, replay_key), missing, on_run=on_run, on_scenario=keep))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

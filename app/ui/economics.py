@@ -87,25 +87,34 @@ class ReplayStore:
         self._lock = threading.Lock()
 
     def replayed(self, db: str, replay_key: str, grid: Sequence[Scenario],
-                 replay: Callable[[list[Scenario]], dict[Scenario, list[Prediction]]]) -> list[Replayed]:
-        """Each scenario of ``grid`` (in its order), ``replay(missing)`` called once for those not held;
-        the predictions are copies (a caller may change its own)."""
+                 replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
+                 ) -> list[Replayed]:
+        """Each scenario of ``grid`` (in its order). ``replay(missing, keep)`` is called once for those
+        not held and calls ``keep(scenario, predictions)`` as each is done: a replay stopped part-way
+        (an exception, or Streamlit stopping the script) keeps what it finished. The predictions
+        returned are copies (a caller may change its own)."""
         wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
         with self._lock:
-            missing = [s for s in dict.fromkeys(wanted) if (db, replay_key, s) not in self._held]
+            held = {s: self._held[(db, replay_key, s)] for s in wanted if (db, replay_key, s) in self._held}
+        missing = [s for s in dict.fromkeys(wanted) if s not in held]
         fresh: dict[Scenario, Replayed] = {}
         if missing:
             started, t0 = time.time(), time.perf_counter()
-            predictions = replay(missing)
-            took = time.perf_counter() - t0
-            fresh = {s: Replayed(predictions[s], started, took) for s in missing}
+
+            def keep(s: Scenario, predictions: list[Prediction]) -> None:
+                fresh[s] = Replayed(predictions, started, time.perf_counter() - t0)
+                with self._lock:
+                    self._held[(db, replay_key, s)] = fresh[s]
+
+            replay(missing, keep)
+            if lost := [s for s in missing if s not in fresh]:
+                raise RuntimeError(f"the replay returned without scenarios {lost}")
         with self._lock:
-            for s, r in fresh.items():
-                self._held[(db, replay_key, s)] = r
             out = []
             for s in wanted:
-                r = fresh.get(s) or self._held[(db, replay_key, s)]
-                self._held.move_to_end((db, replay_key, s))
+                r = fresh.get(s) or held[s]
+                if (db, replay_key, s) in self._held:
+                    self._held.move_to_end((db, replay_key, s))
                 out.append(r._replace(predictions=copy.deepcopy(r.predictions)))
             while len(self._held) > self.max_entries:
                 self._held.popitem(last=False)
