@@ -381,7 +381,7 @@ def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
     first = store.replayed("ws", "key", [(2, 1, 1), (3, 1, 1), (2, 1, 1)], replay)
     assert calls == [[(2, 1.0, 1.0), (3, 1.0, 1.0)]]
     assert [r.predictions[0].replicas for r in first] == [2, 3, 2]
-    assert first[0].computed_at == first[1].computed_at and first[0].took_s >= 0
+    assert first[0].computed_at == first[1].computed_at
     first[0].predictions[0].share = 99.0  # a caller's change stays its own
     again = store.replayed("ws", "key", [(3, 1.0, 1.0), (4, 1.0, 1.0), (2, 1.0, 1.0)], replay)
     assert calls[1] == [(4, 1.0, 1.0)]

@@ -69,8 +69,7 @@ class Replayed(NamedTuple):
     """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
 
     predictions: list[Prediction]
-    computed_at: float
-    took_s: float  # the replay call that computed it (every scenario it replayed at once)
+    computed_at: float  # when the replay call that computed it started
 
 
 class ReplayStore:
@@ -99,10 +98,10 @@ class ReplayStore:
         missing = [s for s in dict.fromkeys(wanted) if s not in held]
         fresh: dict[Scenario, Replayed] = {}
         if missing:
-            started, t0 = time.time(), time.perf_counter()
+            started = time.time()
 
             def keep(s: Scenario, predictions: list[Prediction]) -> None:
-                fresh[s] = Replayed(predictions, started, time.perf_counter() - t0)
+                fresh[s] = Replayed(predictions, started)
                 with self._lock:
                     self._held[(db, replay_key, s)] = fresh[s]
 
