@@ -366,17 +366,20 @@ def test_the_rules_file_of_the_promise_page() -> None:
     assert none is None and "TTFT 0.5 s is not a bucket bound" in why
 
 
+def _recording_replay(calls: list[list[tuple[int, float, float]]]) -> Callable:
+    """A replay for ``ReplayStore``: notes what it is asked for and keeps one fake prediction each."""
+    def replay(missing: list[tuple[int, float, float]], keep: Callable) -> None:
+        calls.append(list(missing))
+        for s in missing:
+            keep(s, [SimpleNamespace(replicas=s[0], share=0.1 * s[0])])
+    return replay
+
 
 def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
     """A run asks the replay once, for every scenario the store lacks (in the run's order, a repeat
     once); what it holds comes back as copies; past ``max_entries`` the least recently used goes."""
     calls: list[list[tuple[int, float, float]]] = []
-
-    def replay(missing: list[tuple[int, float, float]], keep: Callable) -> None:
-        calls.append(list(missing))
-        for s in missing:
-            keep(s, [SimpleNamespace(replicas=s[0], share=0.1 * s[0])])
-
+    replay = _recording_replay(calls)
     store = economics_view.ReplayStore(max_entries=4)
     first = store.replayed("ws", "key", [(2, 1, 1), (3, 1, 1), (2, 1, 1)], replay)
     assert calls == [[(2, 1.0, 1.0), (3, 1.0, 1.0)]]
@@ -405,13 +408,7 @@ def test_a_replay_stopped_part_way_keeps_the_scenarios_it_finished() -> None:
     with pytest.raises(ValueError, match="stopped"):
         store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], stopped_after_one)
     calls: list[list[tuple[int, float, float]]] = []
-
-    def replay(missing: list[tuple[int, float, float]], keep: Callable) -> None:
-        calls.append(list(missing))
-        for s in missing:
-            keep(s, [SimpleNamespace(replicas=s[0])])
-
-    again = store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], replay)
+    again = store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], _recording_replay(calls))
     assert calls == [[(3, 1.0, 1.0)]] and [r.predictions[0].replicas for r in again] == [2, 3]
     with pytest.raises(RuntimeError, match=r"without scenarios \[\(4, 1.0, 1.0\)\]"):
         store.replayed("ws", "key", [(4, 1.0, 1.0)], lambda _missing, _keep: None)

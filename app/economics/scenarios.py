@@ -489,8 +489,8 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     message)`` follows each finished run (the dashboard's progress bar), ``on_scenario(scenario,
     predictions)`` each scenario as soon as its last run is in (the dashboard keeps it then: a run
     stopped part-way keeps the scenarios it finished)."""
-    scenarios_ = list(dict.fromkeys(scenarios_))
-    jobs = [j for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)]
+    planned = {(n, g, m): _jobs(analysis, n, g, m, seeds) for n, g, m in scenarios_}  # a repeat once
+    jobs = [j for mine in planned.values() for j in mine]
     executor = executor or local_executor(analysis, [j.traffic for j in jobs], workers)
     results: dict[_Job, RunShares] = {}
     started = time.perf_counter()
@@ -502,14 +502,12 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     by_cost = sorted(jobs, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
     if progress and compiled.compiling(compiled.FLEET):
         progress("the replay engine is being compiled (the first run on this machine: about half a minute on 2 cores)")
-    left = {sc: sum(1 for j in jobs if (j.replicas, j.traffic, j.context) == sc) for sc in scenarios_}
     out: dict[Scenario, list[Prediction]] = {}
     for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
         results[job] = run
         sc = (job.replicas, job.traffic, job.context)
-        left[sc] -= 1
-        if not left[sc]:
-            mine = [j for j in jobs if (j.replicas, j.traffic, j.context) == sc]
+        mine = planned[sc]
+        if all(j in results for j in mine):
             out[sc] = _assemble(analysis, *sc, [results[j] for j in mine if j.variant == "fit"],
                                 [results[j] for j in mine if j.variant != "fit"])
             if on_scenario:
@@ -521,4 +519,4 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
             progress(message)
         if on_run:
             on_run(len(results), len(jobs), message)
-    return {sc: out[sc] for sc in scenarios_}
+    return {sc: out[sc] for sc in planned}
