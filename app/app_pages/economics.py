@@ -141,8 +141,8 @@ if submitted:
             try:
                 analysis = cache.analysis(db, spec)
                 bar.progress(0.0, text="replaying the scenarios not replayed before")
-                for result in cache.scenarios(db, spec, grid,
-                                              on_run=lambda done, total, text: bar.progress(done / total, text=text)):
+                progress = economics_view.ReplayProgress(lambda done, text: bar.progress(done, text=text))
+                for result in cache.scenarios(db, spec, grid, on_run=progress.ran, on_wait=progress.waiting):
                     predictions += result.predictions
                     replayed += result.computed_at >= clicked
                 bar.progress(1.0, text=f"{replayed} of {len(grid)} scenarios replayed, the rest from the cache")

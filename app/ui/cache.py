@@ -137,12 +137,14 @@ def _replays() -> ReplayStore:
 
 
 def scenarios(db: str, replay_key: str, grid: Sequence[Scenario],
-              on_run: Callable[[int, int, str], None] | None = None) -> list[Replayed]:
+              on_run: Callable[[int, int, str], None] | None = None,
+              on_wait: Callable[[int], None] | None = None) -> list[Replayed]:
     """The predictions of each scenario of ``grid``, replayed together for those not yet held
-    (``seeds`` replays each, plus the sensitivity envelope when flagged)."""
+    (``seeds`` replays each, plus the sensitivity envelope when flagged); those another session is
+    replaying are waited for (``on_wait``: how many are left)."""
     inputs = ScenarioInputs.from_replay_key(replay_key)
     return _replays().replayed(db, replay_key, grid, lambda missing, keep: inputs.predict(
-        analysis(db, replay_key), missing, on_run=on_run, on_scenario=keep))
+        analysis(db, replay_key), missing, on_run=on_run, on_scenario=keep), on_wait=on_wait)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -78,46 +78,95 @@ class ReplayStore:
     of them in one executor call: the runs of every N' at one (traffic, context, seed) share one
     synthesized request set on one worker, and the cores stay busy to the last run (one call per
     scenario made each synthesize its set again and left a core idle whenever a scenario had a
-    single run). Prices are not in the key: pricing is arithmetic on the predictions."""
+    single run). A scenario another session is replaying is waited for, not replayed again beside it
+    (two sessions of a team's dashboard that ask at once would each get half the cores). Prices are
+    not in the key: pricing is arithmetic on the predictions."""
+
+    WAIT_POLL_S = 0.5  # how often a run waiting for another's scenarios reports (Streamlit stops it there)
 
     def __init__(self, max_entries: int = 512) -> None:
         self.max_entries = max_entries
         self._held: OrderedDict[tuple[str, str, Scenario], Replayed] = OrderedDict()
+        self._running: dict[tuple[str, str, Scenario], threading.Event] = {}
         self._lock = threading.Lock()
 
     def replayed(self, db: str, replay_key: str, grid: Sequence[Scenario],
                  replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
-                 ) -> list[Replayed]:
-        """Each scenario of ``grid`` (in its order). ``replay(missing, keep)`` is called once for those
-        not held and calls ``keep(scenario, predictions)`` as each is done: a replay stopped part-way
-        (an exception, or Streamlit stopping the script) keeps what it finished. The predictions
-        returned are copies (a caller may change its own)."""
+                 on_wait: Callable[[int], None] | None = None) -> list[Replayed]:
+        """Each scenario of ``grid`` (in its order). ``replay(missing, keep)`` is called for those
+        neither held nor being replayed by another run, and calls ``keep(scenario, predictions)`` as
+        each is done: a replay stopped part-way (an exception, or Streamlit stopping the script) keeps
+        what it finished. Those another run is replaying are waited for (``on_wait(how many)`` every
+        ``WAIT_POLL_S``); any it did not finish are then replayed here. The predictions returned are
+        copies (a caller may change its own)."""
         wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
-        with self._lock:
-            held = {s: self._held[(db, replay_key, s)] for s in wanted if (db, replay_key, s) in self._held}
-        missing = [s for s in dict.fromkeys(wanted) if s not in held]
-        fresh: dict[Scenario, Replayed] = {}
-        if missing:
-            started = time.time()
-
-            def keep(s: Scenario, predictions: list[Prediction]) -> None:
-                fresh[s] = Replayed(predictions, started)
-                with self._lock:
-                    self._held[(db, replay_key, s)] = fresh[s]
-
-            replay(missing, keep)
-            if lost := [s for s in missing if s not in fresh]:
-                raise RuntimeError(f"the replay returned without scenarios {lost}")
+        got: dict[Scenario, Replayed] = {}
+        while True:
+            with self._lock:
+                for s in wanted:
+                    if s not in got and (db, replay_key, s) in self._held:
+                        got[s] = self._held[(db, replay_key, s)]
+                todo = [s for s in dict.fromkeys(wanted) if s not in got]
+                theirs = [self._running[(db, replay_key, s)] for s in todo if (db, replay_key, s) in self._running]
+                mine = [s for s in todo if (db, replay_key, s) not in self._running]
+                for s in mine:
+                    self._running[(db, replay_key, s)] = threading.Event()
+            if mine:
+                self._replay_own(db, replay_key, mine, replay, got)
+            if not theirs:
+                break
+            while not all(e.wait(self.WAIT_POLL_S) for e in theirs):
+                if on_wait is not None:
+                    on_wait(sum(not e.is_set() for e in theirs))
         with self._lock:
             out = []
             for s in wanted:
-                r = fresh.get(s) or held[s]
                 if (db, replay_key, s) in self._held:
                     self._held.move_to_end((db, replay_key, s))
-                out.append(r._replace(predictions=copy.deepcopy(r.predictions)))
+                out.append(got[s]._replace(predictions=copy.deepcopy(got[s].predictions)))
             while len(self._held) > self.max_entries:
                 self._held.popitem(last=False)
         return out
+
+    def _replay_own(self, db: str, replay_key: str, mine: list[Scenario],
+                    replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
+                    got: dict[Scenario, Replayed]) -> None:
+        """Replay ``mine`` (marked as running by this run), hold each as it is done, and whatever
+        happens release them to the runs waiting for them."""
+        started = time.time()
+
+        def keep(s: Scenario, predictions: list[Prediction]) -> None:
+            got[s] = Replayed(predictions, started)
+            with self._lock:
+                self._held[(db, replay_key, s)] = got[s]
+                if (done := self._running.pop((db, replay_key, s), None)) is not None:
+                    done.set()
+
+        try:
+            replay(mine, keep)
+        finally:
+            with self._lock:
+                for s in mine:
+                    if (left := self._running.pop((db, replay_key, s), None)) is not None:
+                        left.set()
+        if lost := [s for s in mine if s not in got]:
+            raise RuntimeError(f"the replay returned without scenarios {lost}")
+
+
+class ReplayProgress:
+    """What the Economics page's progress bar says while a grid replays: each twin run as it ends, and
+    while another session replays scenarios this run needs, how many it waits for (the bar stays)."""
+
+    def __init__(self, show: Callable[[float, str], None]) -> None:
+        self.show = show
+        self.done = 0.0
+
+    def ran(self, done: int, total: int, text: str) -> None:
+        self.done = done / total if total else 1.0
+        self.show(self.done, text)
+
+    def waiting(self, left: int) -> None:
+        self.show(self.done, f"waiting for {left} scenario{'' if left == 1 else 's'} another session is replaying")
 
 
 def scenario_inputs(form: Mapping[str, Any], labels: Sequence[str], rules: Sequence[tuple[str, str]],
