@@ -108,9 +108,9 @@ class ReplayStore:
                         got[s] = self._held[(db, replay_key, s)]
                 todo = [s for s in dict.fromkeys(wanted) if s not in got]
                 theirs = [self._running[(db, replay_key, s)] for s in todo if (db, replay_key, s) in self._running]
-                mine = [s for s in todo if (db, replay_key, s) not in self._running]
-                for s in mine:
-                    self._running[(db, replay_key, s)] = threading.Event()
+                mine = {s: threading.Event() for s in todo if (db, replay_key, s) not in self._running}
+                for s, running in mine.items():
+                    self._running[(db, replay_key, s)] = running
             if mine:
                 self._replay_own(db, replay_key, mine, replay, got)
             if not theirs:
@@ -128,27 +128,30 @@ class ReplayStore:
                 self._held.popitem(last=False)
         return out
 
-    def _replay_own(self, db: str, replay_key: str, mine: list[Scenario],
+    def _replay_own(self, db: str, replay_key: str, mine: dict[Scenario, threading.Event],
                     replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
                     got: dict[Scenario, Replayed]) -> None:
-        """Replay ``mine`` (marked as running by this run), hold each as it is done, and whatever
-        happens release them to the runs waiting for them."""
+        """Replay ``mine`` (marked as running by this run, each with its event), hold each as it is
+        done, and whatever happens release them to the runs waiting for them."""
         started = time.time()
+
+        def release(s: Scenario) -> None:  # under the lock; an entry another run made since is left alone
+            if self._running.get((db, replay_key, s)) is mine[s]:
+                del self._running[(db, replay_key, s)]
+            mine[s].set()
 
         def keep(s: Scenario, predictions: list[Prediction]) -> None:
             got[s] = Replayed(predictions, started)
             with self._lock:
                 self._held[(db, replay_key, s)] = got[s]
-                if (done := self._running.pop((db, replay_key, s), None)) is not None:
-                    done.set()
+                release(s)
 
         try:
-            replay(mine, keep)
+            replay(list(mine), keep)
         finally:
             with self._lock:
                 for s in mine:
-                    if (left := self._running.pop((db, replay_key, s), None)) is not None:
-                        left.set()
+                    release(s)
         if lost := [s for s in mine if s not in got]:
             raise RuntimeError(f"the replay returned without scenarios {lost}")
 
