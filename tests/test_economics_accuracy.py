@@ -126,7 +126,7 @@ def test_scenarios_replayed_together_are_those_replayed_one_by_one() -> None:
     together = scenarios.run_scenarios(analysis, wanted, seeds=2, workers=1)
     assert list(together) == [(3, 1.25, 1.0), (2, 1.0, 1.0), (4, 1.0, 1.5)]
     for n, g, m in together:
-        alone = scenarios.predict(analysis, n, g, m, seeds=2, workers=1)
+        alone = scenarios.grid(analysis, [n], [g], [m], seeds=2, workers=1)
         assert [asdict(p) for p in together[(n, g, m)]] == [asdict(p) for p in alone]
         assert {p.path for p in alone} == set(analysis.thresholds)
     seen: list[tuple[int, int]] = []

@@ -455,13 +455,6 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
 assemble, needs_envelope, variant = _assemble, _needs_envelope, _variant
 
 
-def predict(analysis: Analysis, replicas: int, traffic: float = 1.0, context: float = 1.0, seeds: int = 3,
-            progress: Callable[[str], None] | None = None, workers: int | None = None,
-            executor: Executor | None = None) -> list[Prediction]:
-    """Per path predictions of one scenario."""
-    return grid(analysis, [replicas], [traffic], [context], seeds, progress, workers, executor)
-
-
 Scenario = tuple[int, float, float]  # (N', traffic multiplier, context multiplier)
 
 

@@ -100,19 +100,20 @@ class ReplayStore:
         ``WAIT_POLL_S``); any it did not finish are then replayed here. The predictions returned are
         copies (a caller may change its own)."""
         wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
+        key = {s: (db, replay_key, s) for s in wanted}
         got: dict[Scenario, Replayed] = {}
         while True:
             with self._lock:
                 for s in wanted:
-                    if s not in got and (db, replay_key, s) in self._held:
-                        got[s] = self._held[(db, replay_key, s)]
+                    if s not in got and key[s] in self._held:
+                        got[s] = self._held[key[s]]
                 todo = [s for s in dict.fromkeys(wanted) if s not in got]
-                theirs = [self._running[(db, replay_key, s)] for s in todo if (db, replay_key, s) in self._running]
-                mine = {s: threading.Event() for s in todo if (db, replay_key, s) not in self._running}
+                theirs = [self._running[key[s]] for s in todo if key[s] in self._running]
+                mine = {s: threading.Event() for s in todo if key[s] not in self._running}
                 for s, running in mine.items():
-                    self._running[(db, replay_key, s)] = running
+                    self._running[key[s]] = running
             if mine:
-                self._replay_own(db, replay_key, mine, replay, got)
+                self._replay_own(key, mine, replay, got)
             if not theirs:
                 break
             while not all(e.wait(self.WAIT_POLL_S) for e in theirs):
@@ -121,14 +122,14 @@ class ReplayStore:
         with self._lock:
             out = []
             for s in wanted:
-                if (db, replay_key, s) in self._held:
-                    self._held.move_to_end((db, replay_key, s))
+                if key[s] in self._held:
+                    self._held.move_to_end(key[s])
                 out.append(got[s]._replace(predictions=copy.deepcopy(got[s].predictions)))
             while len(self._held) > self.max_entries:
                 self._held.popitem(last=False)
         return out
 
-    def _replay_own(self, db: str, replay_key: str, mine: dict[Scenario, threading.Event],
+    def _replay_own(self, key: Mapping[Scenario, tuple[str, str, Scenario]], mine: dict[Scenario, threading.Event],
                     replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
                     got: dict[Scenario, Replayed]) -> None:
         """Replay ``mine`` (marked as running by this run, each with its event), hold each as it is
@@ -136,14 +137,14 @@ class ReplayStore:
         started = time.time()
 
         def release(s: Scenario) -> None:  # under the lock; an entry another run made since is left alone
-            if self._running.get((db, replay_key, s)) is mine[s]:
-                del self._running[(db, replay_key, s)]
+            if self._running.get(key[s]) is mine[s]:
+                del self._running[key[s]]
             mine[s].set()
 
         def keep(s: Scenario, predictions: list[Prediction]) -> None:
             got[s] = Replayed(predictions, started)
             with self._lock:
-                self._held[(db, replay_key, s)] = got[s]
+                self._held[key[s]] = got[s]
                 release(s)
 
         try:
