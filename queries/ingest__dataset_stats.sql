@@ -14,13 +14,14 @@ totals as (
 ),
 
 gaps as (
-    -- the scrape interval is a median of gaps: 256 series tell it as well as every series does
+    -- the scrape interval is a median of gaps: 256 series tell it as well as every series does.
+    -- A repeated time only adds a gap of 0, which the median skips: the positive gaps are those
+    -- of the distinct times (without a DISTINCT over the series' samples first: 10 M samples
+    -- 85 against 140 ms)
     select epoch(ts) - epoch(lag(ts) over (partition by series_id order by ts)) as gap_s
-    from (
-        select distinct series_id, ts from samples
-        where dataset_id = $dataset_id and series_id in (
-            select distinct series_id from samples where dataset_id = $dataset_id order by series_id limit 256
-        )
+    from samples
+    where dataset_id = $dataset_id and series_id in (
+        select distinct series_id from samples where dataset_id = $dataset_id order by series_id limit 256
     )
 ),
 
