@@ -2,7 +2,8 @@
 -- purpose: what each replica did between two consecutive scrapes of it, from the series every vLLM
 --   export holds: inter-token gaps (the ITL histogram's `_count` and `_sum` increases), tokens
 --   generated and prefilled, steps (the iteration-tokens histogram's `_count`, when exported),
---   preemptions, first tokens and queue times (TTFT and queue-time `_count`/`_sum`), and the running,
+--   preemptions, first tokens, queue and prefill times (TTFT, queue-time and prefill-time
+--   `_count`/`_sum`; prefill-time only where the engine exports it, vLLM 0.6.4+), and the running,
 --   waiting and KV gauges at both ends. Short intervals see a steady batch: the step-time fit and the
 --   twin's calibration read these rows. An interval in which any counter of the replica went down
 --   (a restart) has `resets` > 0 and no increases. Reads the TEMP table `capacity_series`
@@ -12,7 +13,8 @@
 -- @param dataset_ids INTEGER[]  datasets to read (one value per series and time: the highest)
 -- @returns replica VARCHAR, ts TIMESTAMP, dt_s DOUBLE, itl_count DOUBLE, itl_sum DOUBLE,
 --   generation_tokens DOUBLE, prompt_tokens DOUBLE, steps DOUBLE, preemptions DOUBLE, ttft_count DOUBLE,
---   ttft_sum DOUBLE, queue_count DOUBLE, queue_sum DOUBLE, running DOUBLE, running_before DOUBLE,
+--   ttft_sum DOUBLE, queue_count DOUBLE, queue_sum DOUBLE, prefill_count DOUBLE, prefill_sum DOUBLE,
+--   running DOUBLE, running_before DOUBLE,
 --   waiting DOUBLE, waiting_before DOUBLE, kv_usage DOUBLE, kv_before DOUBLE, resets BIGINT
 with
 wanted as (
@@ -21,14 +23,14 @@ wanted as (
         path as replica,
         case
             when signal in ('running', 'waiting', 'kv_usage') then signal
-            when signal in ('itl', 'ttft', 'queue') then signal || '_' || suffix
+            when signal in ('itl', 'ttft', 'queue', 'prefill') then signal || '_' || suffix
             when signal = 'iteration_tokens' then 'steps'
             else replace(signal, '_total', '')
         end as what,
         signal in ('running', 'waiting', 'kv_usage') as is_gauge,
         case when suffix = 'sum' or signal in ('running', 'waiting', 'kv_usage') then scale else 1 end as scale
     from capacity_series
-    where (signal in ('itl', 'ttft', 'queue') and suffix in ('count', 'sum'))
+    where (signal in ('itl', 'ttft', 'queue', 'prefill') and suffix in ('count', 'sum'))
         or (signal = 'iteration_tokens' and suffix = 'count')
         or (signal in ('generation_tokens_total', 'prompt_tokens_total', 'preemptions') and suffix in ('total', ''))
         or (signal in ('running', 'waiting', 'kv_usage') and suffix = '')
@@ -63,6 +65,8 @@ per_scrape as (
         sum(value - before) filter (where what = 'ttft_sum') as ttft_sum,
         sum(value - before) filter (where what = 'queue_count') as queue_count,
         sum(value - before) filter (where what = 'queue_sum') as queue_sum,
+        sum(value - before) filter (where what = 'prefill_count') as prefill_count,
+        sum(value - before) filter (where what = 'prefill_sum') as prefill_sum,
         sum(value) filter (where what = 'running') as running,
         sum(before) filter (where what = 'running') as running_before,
         sum(value) filter (where what = 'waiting') as waiting,
@@ -90,6 +94,8 @@ final as (
         case when resets = 0 then ttft_sum end as ttft_sum,
         case when resets = 0 then queue_count end as queue_count,
         case when resets = 0 then queue_sum end as queue_sum,
+        case when resets = 0 then prefill_count end as prefill_count,
+        case when resets = 0 then prefill_sum end as prefill_sum,
         running,
         running_before,
         waiting,
@@ -103,7 +109,7 @@ final as (
 
 select
     replica, ts, dt_s, itl_count, itl_sum, generation_tokens, prompt_tokens, steps, preemptions, ttft_count,
-    ttft_sum, queue_count, queue_sum, running, running_before, waiting, waiting_before, kv_usage, kv_before, resets
+    ttft_sum, queue_count, queue_sum, prefill_count, prefill_sum, running, running_before, waiting, waiting_before, kv_usage, kv_before, resets
 from final
 where with_before > 0 and dt_s is not null
 order by replica, ts

@@ -340,6 +340,12 @@ def _nnls(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return coef, y - design @ coef
 
 
+def _nnls_subset(columns: list[np.ndarray], kept: list[int], y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_nnls`` on the ``kept`` columns only; the others' coefficients are 0."""
+    design = np.column_stack([c if k in kept else np.zeros(len(y)) for k, c in enumerate(columns)])
+    return _nnls(design, y)
+
+
 def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[str]
                   ) -> tuple[np.ndarray, FitQuality, str]:
     """(a, b, c, d', e, b2) of the mean step time per busy scrape interval, the fit quality, and the
@@ -364,14 +370,26 @@ def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[st
     prefill = busy["prompt_tokens"].fillna(0).to_numpy(float) / steps
     pairs = prefill * _pairs_per_prefill_token(busy, windows)
     kv = ((busy["kv_usage"] + busy["kv_before"]) / 2).fillna(0).to_numpy(float)
-    linear = np.column_stack([np.ones(len(busy)), decoding, prefill, kv, pairs])
-    coef, resid = _nnls(np.column_stack([linear, np.zeros(len(busy))]), step_s)
-    # a batch that grows less efficient than linearly: kept only when the data clearly shows it
-    curved, curved_resid = _nnls(np.column_stack([linear, decoding ** 2]), step_s)
-    rmse, curved_rmse = np.sqrt((resid ** 2).mean()), np.sqrt((curved_resid ** 2).mean())
-    if curved[5] > 0 and curved_rmse < (1 - CURVATURE_GAIN) * rmse - 1e-9:  # 1 ns: a law already exact
-        coef, resid = curved, curved_resid
-        basis += ", with a term in the batch squared"
+    columns = [np.ones(len(busy)), decoding, prefill, kv, pairs, decoding ** 2]
+    # the law's core first: a fixed part per step, a part per decoding request and per prefilled token.
+    # The KV tokens a step reads, the attention pairs of a prefill (p^2 / 2 for a prompt of p tokens)
+    # and a batch that grows less efficient are further terms, each kept only where it cuts the fit's
+    # error by CURVATURE_GAIN: per scrape interval they move with the core's (KV held with the batch,
+    # pairs per step with prefill tokens per step), so a term free to enter can take a core term's
+    # place and fit the noise instead (a pair term took the prefill cost's place on a real vLLM
+    # engine, and made its long prompts twice as slow as they were)
+    kept = [0, 1, 2]
+    coef, resid = _nnls_subset(columns, kept, step_s)
+    extras = {3: "the KV tokens held", 4: "the prefill's attention pairs", 5: "the batch squared"}
+    for column, what in extras.items():
+        if not columns[column].any():
+            continue
+        tried, tried_resid = _nnls_subset(columns, kept + [column], step_s)
+        rmse, tried_rmse = np.sqrt((resid ** 2).mean()), np.sqrt((tried_resid ** 2).mean())
+        if tried[column] > 0 and tried_rmse < (1 - CURVATURE_GAIN) * rmse - 1e-9:  # 1 ns: a law already exact
+            coef, resid = tried, tried_resid
+            kept.append(column)
+            basis += f", with a term in {what}"
     r2 = 1 - float((resid ** 2).sum()) / max(float(((step_s - step_s.mean()) ** 2).sum()), 1e-30)
     if coef[0] <= 0:
         flags.append("the step-time fit found no fixed cost per step (a term the data cannot separate): the "

@@ -1,8 +1,9 @@
 """The observed demand, reconstructed from the metrics, and synthesised again for a scenario.
 
-vLLM exports no arrival counter. Demand per path and minute comes from the TTFT ``_count``
+vLLM exports no arrival counter. Demand per path and window comes from the TTFT ``_count``
 increases (first tokens), shifted back by the mean TTFT of the time they came (finish-time counters
-lag more). A scrape gap puts all its first tokens into the window after it; they are spread back
+lag more). The window is the export's own scrape interval where it is short (``demand_window_s``: a
+5 s scrape resolves a 30 s burst that a per-minute rate would smooth away), else a minute. A scrape gap puts all its first tokens into the window after it; they are spread back
 evenly over the gap. Prompt and output lengths come from the ``request_prompt_tokens`` and
 ``request_generation_tokens`` histograms: a lognormal is fitted to each path's bucket counts
 (interval-censored maximum likelihood), and a request's length is drawn by picking a bucket with the
@@ -11,7 +12,7 @@ stays where it was) and then a value inside it from the fitted shape (uniform sa
 buckets was 25 % off at high N' in a prototype). The open top bucket takes the fitted tail, cut at
 ``max_model_len``; its mean is reported against the one the histogram ``_sum`` implies.
 
-Assumptions (stated in the scenario output): arrivals are Poisson inside a minute; prompt and output
+Assumptions (stated in the scenario output): arrivals are Poisson inside a window; prompt and output
 lengths are independent; within a 5-minute block a path's length mix is stationary.
 """
 
@@ -29,13 +30,17 @@ from app import sql
 from app.cube import ensure_cube
 from app.store import Workspace
 
-DEMAND_WINDOW_S = 60
-# the signals the demand queries read: its 1-minute cube holds only these (at a 60 s scrape a full
-# 1-minute cube has a row per sample; these are about a fifth of a vLLM export's series)
+DEMAND_WINDOW_S = 60  # the coarsest demand window (and a pushdown's: its increase() windows are minutes)
+# finer windows, at the export's own scrape interval: a 5 s scrape resolves a 30 s burst that a
+# per-minute Poisson rate would spread over its minute (each divides 60 and the replay's warm-up)
+FINE_DEMAND_WINDOWS_S = (5, 10, 15, 20, 30)
+MAX_DEMAND_WINDOWS = 50_000  # beyond this many windows (a week at 15 s) the demand is read per minute
+LENGTH_BLOCK_S = 300  # length mixes are pooled over 5 minutes (lengths are observed at finish)
+# the signals the demand queries read: its cube holds only these (at a window of the scrape interval a
+# full cube has a row per sample; these are about a fifth of a vLLM export's series)
 DEMAND_SIGNALS = ("ttft", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens", "generation_tokens")
 DEMAND_BUCKETS = ("prompt_tokens", "generation_tokens")  # of the TTFT histogram the demand reads count and sum
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
-LENGTH_BLOCK = 5  # length mixes are taken per 5 demand windows (lengths are observed at finish)
 SAMPLE_CHUNK = 1 << 18  # requests whose lengths are drawn at once (a dozen temporaries each)
 
 
@@ -209,7 +214,7 @@ class PathDemand:
 
 @dataclass
 class Demand:
-    """Observed demand of every path on a common minute grid."""
+    """Observed demand of every path on a common grid of ``window_s``."""
 
     origin: float  # unix seconds of the first window start
     window_s: int
@@ -284,18 +289,44 @@ def _bucket_shares(buckets: pd.DataFrame, grid: pd.DatetimeIndex, block: int = 1
     return pd.DataFrame(shares).bfill().ffill().fillna(1.0 / len(bounds)).to_numpy()
 
 
+def demand_window_s(scrape_interval_s: float | None, duration_s: float, live: bool = False) -> int:
+    """The demand window for an export: its scrape interval rounded up to one of
+    ``FINE_DEMAND_WINDOWS_S``, else a minute (a scrape interval above 30 s, more than
+    ``MAX_DEMAND_WINDOWS`` windows, or a pushdown's windows)."""
+    if live or not scrape_interval_s or not math.isfinite(scrape_interval_s):
+        return DEMAND_WINDOW_S
+    for w in FINE_DEMAND_WINDOWS_S:
+        if w >= scrape_interval_s * 0.99 and duration_s / w <= MAX_DEMAND_WINDOWS:
+            return w
+    return DEMAND_WINDOW_S
+
+
+def export_window_s(ws: Workspace, dataset_ids: list[int]) -> int:
+    """``demand_window_s`` of these datasets: the coarsest scrape interval among them, over their range."""
+    d = ws.datasets()
+    d = d[d["dataset_id"].isin([int(i) for i in dataset_ids])]
+    if d.empty:
+        return DEMAND_WINDOW_S
+    intervals = d["scrape_interval_s"].dropna()
+    duration = (d["t_max"].max() - d["t_min"].min()).total_seconds() if d["t_min"].notna().any() else 0.0
+    return demand_window_s(float(intervals.max()) if len(intervals) else None, duration,
+                           live=bool((d["format"] == "live").any()))
+
+
 def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str],
-                    max_model_len: int = 32768) -> Demand:
-    """Reconstruct per-path demand of ``dataset_ids`` on a 1-minute grid."""
-    cube_id = ensure_cube(ws, dataset_ids, DEMAND_WINDOW_S, path_labels, signals=DEMAND_SIGNALS,
+                    max_model_len: int = 32768, window_s: int | None = None) -> Demand:
+    """Reconstruct per-path demand of ``dataset_ids`` on a grid of ``window_s`` (default: the export's
+    own resolution, ``export_window_s``)."""
+    window_s = int(window_s or export_window_s(ws, dataset_ids))
+    cube_id = ensure_cube(ws, dataset_ids, window_s, path_labels, signals=DEMAND_SIGNALS,
                           buckets=DEMAND_BUCKETS)
     windows = sql.df(ws.cursor(), "demand__path_windows", cube_id=cube_id)
     if windows.empty:
         raise ValueError("no TTFT histogram: the demand per window cannot be reconstructed")
     start, end = windows["window_start"].min(), windows["window_start"].max()
     lengths = sql.df(ws.cursor(), "demand__length_buckets", cube_id=cube_id, start_ts=start.to_pydatetime(),
-                     end_ts=(end + pd.Timedelta(seconds=DEMAND_WINDOW_S)).to_pydatetime())
-    grid = pd.date_range(start, end, freq=f"{DEMAND_WINDOW_S}s")
+                     end_ts=(end + pd.Timedelta(seconds=window_s)).to_pydatetime())
+    grid = pd.date_range(start, end, freq=f"{window_s}s")
     def window_buckets(signal: str) -> pd.DataFrame:
         return sql.df(ws.cursor(), "demand__window_buckets", cube_id=cube_id, signal=signal)
 
@@ -327,7 +358,7 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
                                                    float(b["total_count"].iloc[0]), float(b["total_sum"].iloc[0]),
                                                    max_model_len)
             bw = length_buckets[signal]
-            local = _bucket_shares(bw[bw["path"] == name], grid, block=LENGTH_BLOCK)
+            local = _bucket_shares(bw[bw["path"] == name], grid, block=max(1, LENGTH_BLOCK_S // window_s))
             dists[signal].local_shares = local if local.shape[1] == len(dists[signal].shares) else None
         paths.append(PathDemand(name=str(name),
                                 window_start=grid.to_numpy().astype("datetime64[s]").astype(float),
@@ -335,7 +366,7 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
                                 output=dists["generation_tokens"]))
     # a restart or a gap leaves windows with no replica reporting: carry the count across them
     replicas = pd.Series(replicas).replace(0, np.nan).ffill().bfill().to_numpy()
-    return Demand(origin=float(grid[0].timestamp()), window_s=DEMAND_WINDOW_S, paths=paths,
+    return Demand(origin=float(grid[0].timestamp()), window_s=window_s, paths=paths,
                   replicas=replicas, notes=notes, flags=flags)
 
 

@@ -66,7 +66,9 @@ def _twin_kv(model: ReplicaModel) -> float:
     return model.kv_tokens if math.isfinite(model.kv_tokens) and model.kv_tokens > 0 else UNBOUNDED_KV_TOKENS
 
 
-def twin_config(model: ReplicaModel, replicas: int) -> FleetConfig:
+def twin_config(model: ReplicaModel, replicas: int, gauge_s: float = 60.0) -> FleetConfig:
+    """The twin fleet of ``model``; ``gauge_s``: the grid its gauges are sampled on (the demand's
+    window, so that calibration compares them window by window)."""
     a = model.assumptions
     kv = _twin_kv(model)
     engine = EngineConfig(
@@ -88,7 +90,7 @@ def twin_config(model: ReplicaModel, replicas: int) -> FleetConfig:
         frontend_s=0.0,
         frontend_per_token_s=0.0,
     )
-    return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=60.0)
+    return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=gauge_s)
 
 
 def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
@@ -151,7 +153,7 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
     runs of a grid at several N' replay the same requests)."""
     compiled.ready(compiled.FLEET)
     run = run_fleet_compiled(_twin_trace(model, demand, traffic, context, seed, requests),
-                             twin_config(model, replicas), seed=seed)
+                             twin_config(model, replicas, demand.window_s), seed=seed)
     return run, outcomes(run)
 
 
@@ -212,7 +214,7 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
         t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s), n_windows=n_windows,
         origin=float(demand.origin), view_window_s=float(demand.window_s), n_view=n_windows if view else 0)
     compiled.ready(compiled.FLEET)
-    return trace, simulate(trace, twin_config(model, replicas), seed=seed, counting=counting)
+    return trace, simulate(trace, twin_config(model, replicas, demand.window_s), seed=seed, counting=counting)
 
 
 def _th(thresholds: Mapping[str, Thresholds], name: str, key: str) -> float:

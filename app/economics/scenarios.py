@@ -50,6 +50,7 @@ PUSHDOWN_WIDTH = 0.10
 PEAK_FLAG = 0.15  # the twin's 99th-percentile running batch more than 15 % off the fleet's flags
 RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged
 RESIDUAL_FLOOR = 0.01  # shares below 1 % are compared in absolute terms (0.1 pp = 10 % of 1 %)
+PEAK_SPAN_S = 300  # the observed peak load is that of the busiest 5 minutes
 UNIDENTIFIED_WIDTH = 1.0  # a flag for a parameter the data cannot identify widens by +-100 %
 
 
@@ -109,6 +110,11 @@ class Prediction:
     seeds: list[dict[str, float]]
     flagged: bool = False
     flags: list[str] = field(default_factory=list)  # every reason: extrapolation, identification, residual
+    # the TTFT and TPOT shares' intervals, built as the joint share's
+    ttft_share_low: float = math.nan
+    ttft_share_high: float = math.nan
+    tpot_share_low: float = math.nan
+    tpot_share_high: float = math.nan
 
 
 def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
@@ -285,7 +291,8 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
         "itl_mean_s_predicted": float(np.mean([v.itl_mean_s for v in views])),
     }
     window_requests = sum(p.requests for p in demand.paths)
-    per5 = np.convolve(window_requests, np.ones(5), mode="valid") / (5 * demand.window_s)
+    span = max(1, PEAK_SPAN_S // demand.window_s)
+    per5 = np.convolve(window_requests, np.ones(span), mode="valid") / (span * demand.window_s)
     analysis.peak_load_observed = float(np.max(per5 / observed.replicas)) if len(per5) else 0.0
     return analysis
 
@@ -418,35 +425,45 @@ def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], An
                   job.traffic, job.context, seed=job.seed, requests=cache[key])
 
 
+def _bounds(values: list[float], spans: list[float], err: float, gap: float, floor: float) -> tuple[float, float]:
+    """An interval around the seeds' mean: the seeds and the envelope's runs, widened by the relative
+    ``err`` and the absolute ``gap``, never narrower than +-``floor``, clipped to [0, 1]."""
+    point = float(np.mean(values))
+    lo, hi = min(values + spans), max(values + spans)
+    return (max(0.0, min(lo * (1 - err), lo - gap, point - floor)),
+            min(1.0, max(hi * (1 + err), hi + gap, point + floor)))
+
+
 def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float, runs: list[RunShares],
               envelope: list[RunShares]) -> list[Prediction]:
     reasons = _extrapolation(analysis, replicas, traffic, context)
     out = []
     for path in analysis.thresholds:
-        joint = [r.joint[path] for r in runs]
-        point = float(np.mean(joint))
-        err = analysis.model_error.get(path, {}).get("joint", 0.0)
-        err = max(err if not math.isnan(err) else 0.0, MIN_REL_ERROR)
         mine = _applicable(analysis, replicas, traffic, context, path)
-        err += sum(f.width for f in mine)
+        widen = sum(f.width for f in mine)
         gap = sum(f.gap for f in mine)
         spans = envelope if _needs_envelope(analysis, replicas, traffic, context, path) else []
-        lo = min(joint + [r.joint[path] for r in spans])
-        hi = max(joint + [r.joint[path] for r in spans])
         flags = reasons + [f.message for f in mine]
         # a flagged row is not held to the goal's tolerance, so its interval is never narrower than it
         floor = FLAGGED_MIN_ABS_ERROR if flags else MIN_ABS_ERROR
-        low = max(0.0, min(lo * (1 - err), lo - gap, point - floor))
-        high = min(1.0, max(hi * (1 + err), hi + gap, point + floor))
+        bounds = {}
+        for metric in ("joint", "ttft", "tpot"):
+            err = analysis.model_error.get(path, {}).get(metric, 0.0)
+            err = max(err if not math.isnan(err) else 0.0, MIN_REL_ERROR) + widen
+            bounds[metric] = _bounds([getattr(r, metric)[path] for r in runs],
+                                     [getattr(r, metric)[path] for r in spans], err, gap, floor)
         out.append(Prediction(
             replicas=replicas, traffic=traffic, context=context, path=path,
             requests=float(np.mean([r.requests[path] for r in runs])),
             ttft_share=float(np.mean([r.ttft[path] for r in runs])),
             tpot_share=float(np.mean([r.tpot[path] for r in runs])),
-            breach_share=point, breach_share_low=low, breach_share_high=high,
+            breach_share=float(np.mean([r.joint[path] for r in runs])),
+            breach_share_low=bounds["joint"][0], breach_share_high=bounds["joint"][1],
             extrapolated=bool(reasons), reasons=reasons,
             seeds=[{"ttft": r.ttft[path], "tpot": r.tpot[path], "joint": r.joint[path]} for r in runs],
             flagged=bool(flags), flags=flags,
+            ttft_share_low=bounds["ttft"][0], ttft_share_high=bounds["ttft"][1],
+            tpot_share_low=bounds["tpot"][0], tpot_share_high=bounds["tpot"][1],
         ))
     return out
 
