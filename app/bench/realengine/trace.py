@@ -1,0 +1,127 @@
+"""The open-loop trace the real-engine harness drives: Poisson arrivals whose rate follows a slow
+sine (a compressed day) with bursts on top, lognormal prompt and output lengths.
+
+Traces of one seed are *coupled* across traffic multipliers: arrivals are drawn once at the highest
+rate the harness asks for and thinned, so the trace at x0.6 is a subset of the trace at x1.0 — the
+scenarios differ by their load, not by the luck of the draw. A context multiplier scales the prompt of
+each request (the same requests, longer prompts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MAX_TRAFFIC = 3.0  # the highest multiplier a coupled trace can be thinned to
+
+
+@dataclass(frozen=True)
+class Burst:
+    start_s: float
+    duration_s: float
+    factor: float  # the rate is multiplied by this during the burst
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One path's traffic: rate (requests/s) = ``rate`` x (1 + ``sine_amplitude`` sin(2 pi t /
+    ``sine_period_s``)) x the burst factor; prompt and output lengths lognormal around their medians,
+    clipped to [``*_min``, ``*_max``]."""
+
+    duration_s: float = 720.0
+    rate: float = 2.4
+    sine_amplitude: float = 0.35
+    sine_period_s: float = 480.0
+    bursts: tuple[Burst, ...] = (Burst(420.0, 30.0, 2.2),)
+    prompt_median: float = 300.0
+    prompt_sigma: float = 0.7
+    prompt_min: int = 16
+    prompt_max: int = 1536
+    output_median: float = 64.0
+    output_sigma: float = 0.8
+    output_min: int = 4
+    output_max: int = 400
+    vocab: int = 8192
+    first_id: int = 3  # ids below are the special tokens
+    seed: int = 7
+
+    def rate_at(self, t: np.ndarray) -> np.ndarray:
+        r = self.rate * (1.0 + self.sine_amplitude * np.sin(2 * math.pi * t / self.sine_period_s))
+        for b in self.bursts:
+            r = np.where((t >= b.start_s) & (t < b.start_s + b.duration_s), r * b.factor, r)
+        return r
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> TraceSpec:
+        d = dict(d)
+        d["bursts"] = tuple(Burst(**b) for b in d.get("bursts", ()))
+        return cls(**d)
+
+
+@dataclass
+class Trace:
+    """Requests in arrival order: arrival (s from the start), prompt and output tokens, a request seed
+    from which the driver draws the prompt's token ids."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    request_seed: np.ndarray
+    spec: TraceSpec
+    traffic: float = 1.0
+    context: float = 1.0
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def write_jsonl(self, path: Path) -> Path:
+        with path.open("w") as f:
+            for a, p, o, s in zip(self.arrival_s, self.prompt_tokens, self.output_tokens, self.request_seed,
+                                  strict=True):
+                f.write(json.dumps({"arrival_s": round(float(a), 6), "prompt_tokens": int(p),
+                                    "output_tokens": int(o), "seed": int(s)}) + "\n")
+        return path
+
+
+def _lognormal(rng: np.random.Generator, n: int, median: float, sigma: float, lo: int, hi: int) -> np.ndarray:
+    return np.clip(np.rint(median * np.exp(sigma * rng.standard_normal(n))), lo, hi).astype(np.int64)
+
+
+def generate(spec: TraceSpec, traffic: float = 1.0, context: float = 1.0, max_model_len: int | None = None
+             ) -> Trace:
+    """The trace of ``spec`` at ``traffic`` x its rate and prompts x ``context`` (coupled: see the
+    module docstring); a prompt is cut so that prompt + output fits ``max_model_len`` (the engine
+    would refuse the request)."""
+    if not 0 < traffic <= MAX_TRAFFIC:
+        raise ValueError(f"traffic multiplier {traffic}: expected in (0, {MAX_TRAFFIC}]")
+    rng = np.random.default_rng(spec.seed)
+    grid = np.linspace(0, spec.duration_s, int(spec.duration_s * 10) + 1)
+    peak = float(spec.rate_at(grid).max()) * MAX_TRAFFIC
+    n = rng.poisson(peak * spec.duration_s)
+    t = np.sort(rng.uniform(0, spec.duration_s, n))
+    u = rng.uniform(0, 1, n)
+    prompt = _lognormal(rng, n, spec.prompt_median, spec.prompt_sigma, spec.prompt_min, spec.prompt_max)
+    output = _lognormal(rng, n, spec.output_median, spec.output_sigma, spec.output_min, spec.output_max)
+    seeds = rng.integers(0, 2**31 - 1, n)
+    keep = u < spec.rate_at(t) * traffic / peak
+    prompt = prompt[keep]
+    if context != 1.0:
+        prompt = np.maximum(np.rint(prompt * context), 1).astype(np.int64)
+    if max_model_len is not None:
+        prompt = np.maximum(np.minimum(prompt, max_model_len - output[keep]), 1)
+    return Trace(arrival_s=t[keep], prompt_tokens=prompt, output_tokens=output[keep], request_seed=seeds[keep],
+                 spec=spec, traffic=traffic, context=context)
+
+
+def prompt_ids(seed: int, length: int, spec: TraceSpec) -> list[int]:
+    """The token ids of a request's prompt: random, so that no two prompts share a cached prefix."""
+    rng = np.random.default_rng(int(seed))
+    return rng.integers(spec.first_id, spec.vocab, length).tolist()
