@@ -75,8 +75,16 @@ def test_engine_evidence_from_step_and_length_buckets(ws: Workspace) -> None:
     ev = capacity.engine_evidence(ws, [ds])
     assert ev.step_token_bounds.to_dict("list") == {"le": [1024.0, 2048.0, 4096.0, math.inf],
                                                     "steps": [70.0, 90.0, 90.0, 90.0]}
-    assert ev.length_top_bound == 20000.0
+    assert ev.length_top_bound == 20000.0 and ev.prompt_top == 5000.0
     assert ev.kv_config.empty
-    m = capacity.fit_model(pd.DataFrame(columns=list(capacity.scrape_intervals(ws, [ds]).columns)),
-                           pd.DataFrame(), ev, capacity.Assumptions())
+    no_intervals = pd.DataFrame(columns=list(capacity.scrape_intervals(ws, [ds]).columns))
+    m = capacity.fit_model(no_intervals, pd.DataFrame(), ev, capacity.Assumptions())
+    # prompts of up to 5000 tokens explain iterations of (1024, 2048]: vLLM V1 counts a prompt whole in
+    # the iteration its prefill ends, so the histogram does not bound the budget
+    assert (m.max_num_batched_tokens, m.sources["max_num_batched_tokens"].kind) == (8192, "assumed")
+    assert "whole in the iteration its prefill ends" in m.sources["max_num_batched_tokens"].detail
+    # prompts of at most 1000 tokens cannot: the largest iterations are steps of the budget
+    short = capacity.EngineEvidence(kv_config=ev.kv_config, step_token_bounds=ev.step_token_bounds,
+                                    length_top_bound=ev.length_top_bound, prompt_top=1000.0)
+    m = capacity.fit_model(no_intervals, pd.DataFrame(), short, capacity.Assumptions())
     assert m.max_num_batched_tokens == 2048 and m.sources["max_num_batched_tokens"].kind == "fitted"

@@ -230,6 +230,12 @@ def test_pricing_split_cheapest_and_break_even() -> None:
     # the 5th replica costs $400 and removes 500 chat breaches; batch saves nothing
     assert be["chat"] == pytest.approx(400 / 500)
     assert be["batch"] is None
+    # a grid with a gap (3, 5): the break-even of the cheapest is for its next size, two replicas more
+    gap = [r for r in rows if r["replicas"] != 4]
+    assert decision.next_size(gap, 3, 1.0, 1.0) == 5 and decision.next_size(gap, 5, 1.0, 1.0) is None
+    be = decision.break_even(gap, prices, 3, 1.0, 1.0)
+    # two replicas cost $800; chat loses 8,500 breaches, batch 1,333 (4 pp of 33,333) saved at $0.01
+    assert be["chat"] == pytest.approx((800 - 0.04 * 100_000 / 3 * 0.01) / (100_000 * (0.10 - 0.015)))
     equal = decision.price_rows(an, preds, prices, split="equal")
     assert {r["headroom_cost"] for r in equal if r["replicas"] == 3} == {600.0}
 

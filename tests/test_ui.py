@@ -345,13 +345,20 @@ def test_headlines_per_path(ws: Workspace) -> None:
 
 
 def test_break_even_lines_say_what_is_missing() -> None:
-    doc = _doc()  # cheapest 4 of 3..4: replica 5 was not computed
+    doc = _doc()  # cheapest 4 of 3..4: no larger size was computed
+    doc["break_even_replicas"] = None
     assert economics_view.break_even_lines(doc) == [
-        "Break-even price of one **chat** breach for replica 5: add N'=5 to the replica range to see it"]
+        "Break-even price of one **chat** breach for a larger size: add a size above N'=4 to the replica range to "
+        "see it"]
     doc["cheapest"] = {**doc["cheapest"], "replicas": 3}
+    doc["break_even_replicas"] = 4
     doc["break_even_breach_price"] = {"chat": 1.8}
     assert economics_view.break_even_lines(doc) == [
-        "Break-even price of one **chat** breach for replica 4: **\\$1.8000** (entered: \\$10.0000)"]  # \$: no maths
+        "Break-even price of one **chat** breach for 4 replicas (1 more than the cheapest): **\\$1.8000** "
+        "(entered: \\$10.0000)"]  # \$: no maths
+    doc["break_even_replicas"] = 6  # a grid of 3, 6: the next size is three replicas more
+    assert economics_view.break_even_lines(doc)[0].startswith(
+        "Break-even price of one **chat** breach for 6 replicas (3 more than the cheapest)")
 
 
 def test_the_rules_file_of_the_promise_page() -> None:

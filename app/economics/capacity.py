@@ -207,6 +207,16 @@ class EngineEvidence:
     kv_config: pd.DataFrame
     step_token_bounds: pd.DataFrame  # le, steps: the iteration-tokens histogram over the whole range
     length_top_bound: float | None  # the largest finite bound of the prompt/generation-length histograms
+    # the bucket top that holds the longest prompt (inf: the open top bucket; None: no prompt histogram)
+    prompt_top: float | None = None
+
+
+def _top_filled(buckets: pd.DataFrame) -> float | None:
+    """The upper bound of the lowest cumulative bucket that holds every observation."""
+    if buckets.empty or not buckets["observations"].max() > 0:
+        return None
+    b = buckets.sort_values("le")
+    return float(b[b["observations"] >= float(b["observations"].max()) - 0.5]["le"].iloc[0])
 
 
 def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
@@ -217,7 +227,8 @@ def engine_evidence(ws: Workspace, dataset_ids: list[int]) -> EngineEvidence:
     return EngineEvidence(
         kv_config=sql.df(ws.cursor(), "capacity__kv_config", dataset_ids=list(dataset_ids)),
         step_token_bounds=steps.rename(columns={"observations": "steps"}).reset_index(drop=True),
-        length_top_bound=float(lengths["le"].max()) if len(lengths) else None)
+        length_top_bound=float(lengths["le"].max()) if len(lengths) else None,
+        prompt_top=_top_filled(buckets[buckets["signal"] == "prompt_tokens"]))
 
 
 # -- engine facts -----------------------------------------------------------------------------------------
@@ -245,10 +256,21 @@ def _kv_capacity(evidence: EngineEvidence, a: Assumptions, flags: list[str]) -> 
     return math.nan, Source("fitted", "pending: fit by simulation to kv_cache_usage_perc"), block_size, block_src
 
 
-def _max_num_batched_tokens(evidence: EngineEvidence, a: Assumptions) -> tuple[int, Source]:
+def _max_num_batched_tokens(evidence: EngineEvidence, a: Assumptions, running_max: float = 0.0
+                            ) -> tuple[int, Source]:
+    """The chunked-prefill token budget: given, else the top of the iteration-tokens histogram's
+    largest steps where that histogram can show it, else vLLM's default (assumed).
+
+    vLLM V1 observes ``iteration_tokens_total`` per batch of outputs the API server takes in: the
+    tokens generated plus the *whole* prompt of each request whose prefill ends there (a prompt
+    prefilled in three chunks is counted once, at its last), and not at all for a step that only
+    prefilled chunks. So its "iterations" exceed the budget by up to a prompt; only where the longest
+    prompts and the batch together stay below the largest iterations (they cannot explain them) does
+    the top bucket bound the budget."""
     if a.max_num_batched_tokens is not None:
         return int(a.max_num_batched_tokens), Source("given", "--max-num-batched-tokens")
     steps = evidence.step_token_bounds
+    why = "the data cannot show it without iteration_tokens_total"
     if len(steps) and steps["steps"].sum() > 0:
         # cumulative buckets: the largest step falls in the first bucket that holds every step
         steps = steps.sort_values("le")
@@ -257,12 +279,17 @@ def _max_num_batched_tokens(evidence: EngineEvidence, a: Assumptions) -> tuple[i
         top = float(full["le"].iloc[0])
         below = steps[steps["le"] < top]["le"]
         lower = float(below.iloc[-1]) if len(below) else 0.0
-        if math.isfinite(top):
+        prompts = evidence.prompt_top
+        explained = prompts is not None and (not math.isfinite(prompts) or lower < prompts + running_max)
+        if math.isfinite(top) and not explained:
             return int(top), Source("fitted", f"iteration_tokens_total: the largest steps hold ({lower:g}, {top:g}] "
                                     "tokens; the budget is taken at the bucket's top")
+        if math.isfinite(top):
+            why = (f"iteration_tokens_total's largest iterations hold ({lower:g}, {top:g}] tokens, which one whole "
+                   f"prompt (up to {prompts:g} tokens here) and the batch account for: vLLM V1 counts a prompt "
+                   "whole in the iteration its prefill ends, so these iterations are not steps of the budget")
     return DEFAULT_MAX_NUM_BATCHED_TOKENS, Source(
-        "assumed", "vLLM's default for an online server; pass --max-num-batched-tokens (the data cannot show it "
-        "without iteration_tokens_total)")
+        "assumed", f"vLLM's default for an online server; pass --max-num-batched-tokens ({why})")
 
 
 def _max_model_len(evidence: EngineEvidence, a: Assumptions) -> tuple[int, Source]:
@@ -421,7 +448,8 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
     flags: list[str] = []
     sources: dict[str, Source] = {}
     kv_tokens, sources["kv_tokens"], block_size, sources["block_size"] = _kv_capacity(evidence, assumptions, flags)
-    mnbt, sources["max_num_batched_tokens"] = _max_num_batched_tokens(evidence, assumptions)
+    running_max = float(intervals["running"].max()) if len(intervals) and intervals["running"].notna().any() else 0.0
+    mnbt, sources["max_num_batched_tokens"] = _max_num_batched_tokens(evidence, assumptions, running_max)
     max_len, sources["max_model_len"] = _max_model_len(evidence, assumptions)
     max_seqs, sources["max_num_seqs"], notes = _max_num_seqs(intervals, assumptions)
     router = assumptions.router or DEFAULT_ROUTER

@@ -93,14 +93,23 @@ def cheapest(totals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def next_size(rows: list[dict[str, Any]], replicas: int, traffic: float, context: float) -> int | None:
+    """The smallest replica count above ``replicas`` computed at this traffic and context (the grid's
+    next size: 8 after 6 in a grid of 4, 5, 6, 8, 10); None when there is none."""
+    above = [r["replicas"] for r in rows
+             if (r["traffic"], r["context"]) == (traffic, context) and r["replicas"] > replicas]
+    return min(above) if above else None
+
+
 def break_even(rows: list[dict[str, Any]], prices: money.Prices, replicas: int, traffic: float,
                context: float) -> dict[str, float | None]:
-    """Per path: the price of one breach at which replica ``replicas + 1`` pays for itself, holding the
-    other paths' breach prices as entered. None when that scenario was not computed or the extra
-    replica removes none of the path's breaches."""
+    """Per path: the price of one breach at which the grid's next size above ``replicas``
+    (``next_size``) pays for its extra replicas, holding the other paths' breach prices as entered.
+    None when no larger size was computed or it removes none of the path's breaches."""
+    bigger = next_size(rows, replicas, traffic, context)
     now = {r["path"]: r for r in rows if (r["replicas"], r["traffic"], r["context"]) == (replicas, traffic, context)}
     nxt = {r["path"]: r for r in rows
-           if (r["replicas"], r["traffic"], r["context"]) == (replicas + 1, traffic, context)}
+           if bigger is not None and (r["replicas"], r["traffic"], r["context"]) == (bigger, traffic, context)}
     out: dict[str, float | None] = {}
     for path, r in now.items():
         if path not in nxt:
@@ -108,7 +117,8 @@ def break_even(rows: list[dict[str, Any]], prices: money.Prices, replicas: int, 
             continue
         others = sum(now[q]["breach_cost"] - nxt[q]["breach_cost"] for q in now if q != path and q in nxt)
         out[path] = money.break_even_breach_price(r["requests"], r["breach_share"], nxt[path]["breach_share"],
-                                                  prices, other_paths_saving=others)
+                                                  prices, other_paths_saving=others,
+                                                  extra_replicas=int(bigger - replicas))
     return out
 
 
@@ -128,6 +138,9 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
         "cheapest_by_traffic_context": best,
         "break_even_breach_price": {} if base is None else break_even(rows, prices, base["replicas"],
                                                                        base["traffic"], base["context"]),
+        # the size the break-even prices are for: the grid's next above the cheapest
+        "break_even_replicas": None if base is None else next_size(rows, base["replicas"], base["traffic"],
+                                                                   base["context"]),
         "observed_replicas": analysis.observed.replicas,
         "prices": {"replica_hour": prices.replica_hour, "breach": dict(prices.breach),
                    "horizon_hours": prices.horizon_hours, "cost_split": split},

@@ -54,15 +54,16 @@ def path_cost(requests: float, share: float, breach_price: float, headroom_share
 
 
 def break_even_breach_price(requests: float, share_now: float, share_plus_one: float, prices: Prices,
-                            other_paths_saving: float = 0.0) -> float | None:
-    """Price of one breach of a path at which one more replica pays for itself.
+                            other_paths_saving: float = 0.0, extra_replicas: int = 1) -> float | None:
+    """Price of one breach of a path at which ``extra_replicas`` more replicas pay for themselves
+    (``share_plus_one``: the path's breach share with them).
 
-    ``other_paths_saving`` is the breach cost the extra replica saves on the other paths at their
-    entered prices; None when the extra replica removes no breach of this path."""
+    ``other_paths_saving`` is the breach cost the extra replicas save on the other paths at their
+    entered prices; None when they remove no breach of this path."""
     removed = requests * (share_now - share_plus_one)
     if removed <= 0:
         return None
-    return max(0.0, (prices.horizon_hours * prices.replica_hour - other_paths_saving) / removed)
+    return max(0.0, (extra_replicas * prices.horizon_hours * prices.replica_hour - other_paths_saving) / removed)
 
 
 def cost_per_kept_request(total_headroom_cost: float, requests: float, share: float) -> float | None:

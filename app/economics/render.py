@@ -47,9 +47,12 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
             f"not determined by the data: {c['replicas_if_low']} at the low end, {c['replicas_if_high']} at the high end")
         out.append(f"- cheapest at traffic x{c['traffic']:g}, context x{c['context']:g}: **{c['replicas']} replicas**, "
                    f"{_usd(c['total_cost'])} ({verdict})")
+    target = doc.get("break_even_replicas")
     for path, price in doc["break_even_breach_price"].items():
-        txt = "n/a (no next scenario, or it removes no breach)" if price is None else f"${price:.4f}"
-        out.append(f"- break-even price of one {md(path)} breach for one more replica than the cheapest: {txt}")
+        txt = "n/a (no larger size in the grid, or it removes no breach)" if price is None else f"${price:.4f}"
+        size = (f"{target} replicas, the grid's next size above the cheapest" if target is not None
+                else "a larger size than the cheapest")
+        out.append(f"- break-even price of one {md(path)} breach for {size}: {txt}")
     out += [""] + capacity_model_markdown(doc)
     if doc.get("assumptions"):
         out += ["", "Assumptions the metrics cannot show (settable):"] + [f"- {a}" for a in doc["assumptions"]]

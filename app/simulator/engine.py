@@ -549,16 +549,22 @@ class Replica:
                 itl_g[p, b_dur] += cnt
                 itl_sum_g[p] += cnt * dur
                 gen_g[p] += cnt
+        # vLLM V1's iteration_tokens_total: per step that emitted tokens, the tokens generated plus the
+        # whole prompt of each request whose first prefill ends in it (not the step's prefill chunks)
+        iteration = self.st_tokens - sum(ntok for _, ntok, _ in self.st_pf)  # one token per decoder
         for i, g_old in self._complete_prefills(T1, S1):
             p = path[i]
             if g_old:  # the token after a preemption's re-prefill: an inter-token gap
                 v = T1 - reqs.last_tok[i]
                 itl_g[p, bisect_left(bounds, v)] += 1
                 itl_sum_g[p] += v
+            else:
+                iteration += reqs.prompt[i]
+            iteration += 1
             gen_g[p] += 1
-        if self.st_tokens:
-            c.iter[g, bisect_left(c.iter_bounds, self.st_tokens)] += 1
-            c.iter_sum[g] += self.st_tokens
+        if iteration:
+            c.iter[g, bisect_left(c.iter_bounds, iteration)] += 1
+            c.iter_sum[g] += iteration
         if self.st_preempt:
             c.preemptions[g] += self.st_preempt
         self.S, self.T = S1, T1

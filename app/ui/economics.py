@@ -263,22 +263,23 @@ def verdict(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def break_even_lines(doc: Mapping[str, Any]) -> list[str]:
-    """Per path: the price of one breach at which one more replica than the cheapest pays for itself."""
+    """Per path: the price of one breach at which the grid's next size above the cheapest pays for its
+    extra replicas."""
     base = doc["cheapest"]
     if not base:
         return []
-    nxt = base["replicas"] + 1
-    computed = any(r["replicas"] == nxt and (r["traffic"], r["context"]) == (base["traffic"], base["context"])
-                   for r in doc["scenarios"])
+    nxt = doc.get("break_even_replicas")
     out = []
     for path, price in doc["break_even_breach_price"].items():
-        if not computed:
-            why = f"add N'={nxt} to the replica range to see it"
+        if nxt is None:
+            why = f"add a size above N'={base['replicas']} to the replica range to see it"
         elif price is None:
-            why = f"replica {nxt} removes none of its breaches"
+            why = f"{nxt} replicas remove none of its breaches"
         else:
             why = f"**\\${price:.4f}** (entered: \\${doc['prices']['breach'].get(path, 0):.4f})"
-        out.append(f"Break-even price of one **{md(path)}** breach for replica {nxt}: {why}")
+        more = nxt - base["replicas"] if nxt is not None else 1
+        what = f"{nxt} replicas ({more} more than the cheapest)" if nxt is not None else "a larger size"
+        out.append(f"Break-even price of one **{md(path)}** breach for {what}: {why}")
     return out
 
 

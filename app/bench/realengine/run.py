@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +24,66 @@ from app.bench.realengine import fleet as fl
 from app.bench.realengine.trace import TraceSpec, generate
 
 SETTLE_S = 12.0  # scrapes before the first request and after the last: the export's baselines
+QUIET_LOAD = 0.5  # the 1-minute load average a run waits for before it starts (beside its own)
+QUIET_WAIT_S = 3600.0
+
+
+def _cpu_times() -> list[tuple[int, int]]:
+    """(busy, total) jiffies per CPU from /proc/stat."""
+    out = []
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3].isdigit():
+            v = [int(x) for x in line.split()[1:]]
+            idle = v[3] + (v[4] if len(v) > 4 else 0)
+            out.append((sum(v) - idle, sum(v)))
+    return out
+
+
+class LoadMonitor:
+    """The machine's load while a run goes on: each CPU's busy share and the load average, sampled
+    every few seconds. A replica's speed depends on what else the machine runs (two cores that share
+    a physical core or a memory bus slow each other), so every run says how quiet the machine was."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s, self.samples, self._stop = every_s, [], threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        last = _cpu_times()
+        while not self._stop.wait(self.every_s):
+            now = _cpu_times()
+            busy = [(b1 - b0) / max(t1 - t0, 1) for (b0, t0), (b1, t1) in zip(last, now, strict=False)]
+            self.samples.append({"t": time.time(), "busy": busy, "load1": os.getloadavg()[0]})
+            last = now
+
+    def __enter__(self) -> LoadMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        busy = list(zip(*[s["busy"] for s in self.samples], strict=False))
+        return {"cpu_busy_mean": [round(sum(b) / len(b), 3) for b in busy],
+                "cpu_busy_max": [round(max(b), 3) for b in busy],
+                "load1_max": round(max(s["load1"] for s in self.samples), 2), "samples": len(self.samples)}
+
+
+def wait_for_quiet(say=lambda _m: None, load: float = QUIET_LOAD, timeout_s: float = QUIET_WAIT_S) -> float:
+    """Wait until the 1-minute load average is below ``load`` (another job's tests or builds would slow
+    the replicas: the truth would be that job's, not the engine's); the seconds waited."""
+    t0 = time.monotonic()
+    told = False
+    while os.getloadavg()[0] >= load and time.monotonic() - t0 < timeout_s:
+        if not told:
+            say(f"waiting for a quiet machine (load average {os.getloadavg()[0]:.1f}, below {load} wanted)")
+            told = True
+        time.sleep(15)
+    return time.monotonic() - t0
 
 
 @dataclass
@@ -78,8 +139,10 @@ def run(spec: RunSpec, model_dir: Path, out: Path, say=lambda _m: None) -> Path:
         f"replica(s) on cores {replica_cores}")
     meta = {"spec": spec.as_json(), "machine": machine(), "commit": commit(), "vllm": fl.VLLM_VERSION,
             "cores": {"replicas": replica_cores, "driver_and_prometheus": helper_core}}
+    meta["waited_for_quiet_s"] = round(wait_for_quiet(say), 1)
     fleet = fl.start_fleet(model_dir, replica_cores, spec.flags, out)
     prom = None
+    monitor = LoadMonitor()
     try:
         prom = fl.start_prometheus([r.url.removeprefix("http://") for r in fleet.replicas], spec.scrape_s, out,
                                    core=helper_core)
@@ -92,10 +155,12 @@ def run(spec: RunSpec, model_dir: Path, out: Path, say=lambda _m: None) -> Path:
             argv += ["--url", r.url]
         if helper_core is not None:
             argv = ["taskset", "-c", str(helper_core), *argv]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        with monitor:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise fl.HarnessError(f"the driver failed:\n{done.stderr[-3000:]}")
         meta["driver"] = json.loads(done.stdout.strip().splitlines()[-1])
+        meta["machine_load"] = monitor.summary()
         time.sleep(SETTLE_S)
         end = time.time()
         meta["window_unix"] = [start - SETTLE_S, end]

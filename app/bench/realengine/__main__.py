@@ -1,0 +1,84 @@
+"""``python -m app.bench.realengine``: the real-engine accuracy harness.
+
+    python -m app.bench.realengine suite --workdir DIR [--only NAME,...] [--out FILE.json]
+    python -m app.bench.realengine run NAME --workdir DIR
+    python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
+
+``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
+yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
+scrapes before and after), then fits Headroom on the observed run and writes the JSON the docs page
+is rendered from (``headroom docs accuracy-real-engine``). Needs the ``engine`` extra
+(``pip install -e '.[engine]'``), Debian's ``prometheus`` and ``libtcmalloc-minimal4``, and one core
+per replica.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.bench.realengine import fleet as fl
+from app.bench.realengine import suite
+
+
+def _say(msg: str) -> None:
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def _model(workdir: Path) -> Path:
+    model = workdir / "model"
+    if not (model / "config.json").exists():
+        _say(f"building the model into {model}")
+        subprocess.run([sys.executable, "-m", "app.bench.realengine.model", str(model)], check=True)
+    return model
+
+
+def _evaluate(workdir: Path, out: Path | None) -> int:
+    result = suite.evaluate(sorted((workdir / "runs").iterdir()), say=_say)
+    text = json.dumps(result, indent=1, default=float)
+    if out:
+        out.write_text(text + "\n")
+        _say(f"wrote {out}")
+    else:
+        sys.stdout.write(text + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m app.bench.realengine", description=__doc__.splitlines()[0],
+                                epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("suite", "run", "evaluate"):
+        q = sub.add_parser(name)
+        q.add_argument("--workdir", type=Path, required=True)
+        if name == "run":
+            q.add_argument("name", choices=sorted(suite.SCENARIOS))
+        if name == "suite":
+            q.add_argument("--only", help="comma-separated scenario names (default: all)")
+        if name != "run":
+            q.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    # a SIGTERM unwinds like an exception, so that the replicas and Prometheus are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.command == "evaluate":
+            return _evaluate(args.workdir, args.out)
+        fl.mend_install(_say)
+        model = _model(args.workdir)
+        names = [args.name] if args.command == "run" else (args.only.split(",") if args.only else list(suite.SCENARIOS))
+        suite.run_all(args.workdir, names, model, _say)
+        return _evaluate(args.workdir, args.out) if args.command == "suite" else 0
+    except fl.HarnessError as exc:
+        _say(f"error: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""The real-engine accuracy suite: its scenarios, their runs, and the evaluation of the fit on them.
+
+The observed fleet is one replica at traffic x1 (run twice: the truth's own noise). Headroom is fitted
+on the first observed run's export alone and predicts every scenario; each scenario's truth is a real
+run of the engine at it: traffic x0.6 ... x1.5 on one replica, two replicas at x1 ... x2, context x1.5.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.bench.realengine import compare as cp
+from app.bench.realengine import fleet as fl
+from app.bench.realengine.run import RunSpec, commit, machine, run
+from app.bench.realengine.trace import TraceSpec
+from app.economics import scenarios as sc
+
+OBSERVED = (1, 1.0, 1.0)
+# name -> (replicas, traffic, context, repeat)
+SCENARIOS: dict[str, tuple[int, float, float, int]] = {
+    "n1-x1.0": (1, 1.0, 1.0, 0), "n1-x1.0-r2": (1, 1.0, 1.0, 1),
+    "n1-x0.6": (1, 0.6, 1.0, 0), "n1-x0.8": (1, 0.8, 1.0, 0), "n1-x1.25": (1, 1.25, 1.0, 0),
+    "n1-x1.5": (1, 1.5, 1.0, 0), "n1-ctx1.5": (1, 1.0, 1.5, 0),
+    "n2-x1.0": (2, 1.0, 1.0, 0), "n2-x1.5": (2, 1.5, 1.0, 0), "n2-x2.0": (2, 2.0, 1.0, 0),
+}
+# what the operator knows and passes (the launch flags); the KV size is in cache_config_info
+GIVEN = {"max_num_seqs": 32, "max_num_batched_tokens": 512, "max_model_len": 2048}
+
+
+def spec_of(name: str, trace: TraceSpec | None = None, flags: fl.EngineFlags | None = None) -> RunSpec:
+    n, g, m, repeat = SCENARIOS[name]
+    return RunSpec(name=name, replicas=n, traffic=g, context=m, repeat=repeat, trace=trace or TraceSpec(),
+                   flags=flags or fl.EngineFlags())
+
+
+def run_all(workdir: Path, names: Sequence[str], model_dir: Path, say: Callable[[str], None]) -> list[Path]:
+    """Every named run not yet in ``workdir`` (a finished run has its ``run.json``)."""
+    out = []
+    for name in names:
+        target = workdir / "runs" / name
+        if (target / "run.json").exists():
+            say(f"{name}: already run")
+        else:
+            run(spec_of(name), model_dir, target, say=say)
+        out.append(target)
+    return out
+
+
+def runs_by_scenario(run_dirs: Sequence[Path]) -> dict[tuple[int, float, float], list[Path]]:
+    out: dict[tuple[int, float, float], list[Path]] = {}
+    for d in sorted(run_dirs):
+        if (d / "run.json").exists():
+            out.setdefault(cp.scenario_of(d), []).append(d)
+    return out
+
+
+def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.THRESHOLDS, seeds: int = 3,
+             exports: Sequence[str] = ("query_range", "dump"), say: Callable[[str], None] = lambda _m: None
+             ) -> dict[str, Any]:
+    """Fit on the observed run, predict every scenario that has runs, compare; the JSON the page is
+    rendered from."""
+    t0 = time.perf_counter()
+    by = runs_by_scenario(run_dirs)
+    if OBSERVED not in by:
+        raise ValueError("no run of the observed scenario (one replica at traffic x1)")
+    observed = by[OBSERVED][0]
+    scenarios = sorted(by)
+    out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "runs": [],
+                           "given": GIVEN, "goal": {"relative": cp.REL_GOAL, "absolute": cp.ABS_GOAL}}
+    for s, dirs in by.items():
+        for d in dirs:
+            meta = cp.run_meta(d)
+            out["runs"].append({"name": d.name, "replicas": s[0], "traffic": s[1], "context": s[2],
+                                "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
+                                "sent_late": meta["driver"]["sent_late"], "finished": meta["finished"],
+                                "cores": meta["cores"], "step_truth": cp.step_truth(d)})
+    for export in exports:
+        for th in (thresholds if export == exports[0] else thresholds[:1]):
+            say(f"fitting on {observed.name}'s {export} export, {th.label}")
+            analysis = cp.fit(observed, th, "chat", GIVEN, export=export, seeds=2)
+            truths = {s: cp.truth_of(by[s], th) for s in scenarios}
+            noise = _relative_noise(truths[OBSERVED])
+            preds = sc.run_scenarios(analysis, scenarios, seeds=seeds)
+            rows = cp.rows(analysis, [p for s in scenarios for p in preds[s]], truths, th, noise)
+            for r in rows:
+                r["export"] = export
+            out["rows"] += rows
+            out["fits"].append({"export": export, "threshold": th.label, "model": cp.model_of(analysis),
+                                "residual": cp.residual_of(analysis), "fleet_residual": analysis.fleet_residual,
+                                "observed_truth": truths[OBSERVED], "noise": noise,
+                                "calibration": {k: v for k, v in analysis.calibration.items() if k != "rounds"}})
+    out["evaluate_s"] = time.perf_counter() - t0
+    out["generated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    out["commit"] = commit()
+    out["machine"] = machine()
+    return out
+
+
+def _relative_noise(t: dict[str, Any]) -> dict[str, float]:
+    """Per metric, the truth's spread over the observed scenario's runs relative to its mean."""
+    return {m: (t[f"{m}_spread"] / t[m] if t.get(f"{m}_spread") is not None and t[m] > 0 else 0.0)
+            for m in cp.METRICS}
