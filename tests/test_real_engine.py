@@ -110,3 +110,15 @@ def test_sampling_noise_by_hand() -> None:
     got = scenarios.sampling_noise(0.02, 1000, [0.01, 0.02, 0.03])
     assert got == pytest.approx(2 * math.sqrt(0.02 * 0.98 / 1000 + 1e-4 / 3))
     assert scenarios.sampling_noise(None, 1000, [0.01]) == 0.0
+
+
+def test_a_remedy_is_read_off_where_the_share_crosses_the_observed() -> None:
+    # shares 1 %, 2 %, 4 % at factors 0.85, 1, 1.15: 3 % lies between the fit and x1.15
+    points = [(0.85, 0.01), (1.0, 0.02), (1.15, 0.04)]
+    eps = 1e-4
+    w = (math.log(0.03 + eps) - math.log(0.02 + eps)) / (math.log(0.04 + eps) - math.log(0.02 + eps))
+    assert scenarios._crossing(points, 0.03) == pytest.approx(math.exp(w * math.log(1.15)))
+    # 5 % lies beyond: extrapolated from the fit along the tried span's slope
+    assert 1.15 < scenarios._crossing(points, 0.05) < 1.5
+    # a share the parameter does not move is not closed by it
+    assert scenarios._crossing([(0.85, 0.02), (1.0, 0.02), (1.15, 0.02)], 0.03) is None

@@ -289,12 +289,16 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
                    "tpot": (err["tpot_predicted"], observed.tpot.get(path)), "joint": (pred_joint, nearest)}
             factor = max(_ratio_off(*off[k]) for k in beyond)
             gap = max(abs(off[k][0] - (off[k][1] or 0.0)) for k in beyond)
+            metric = max(beyond, key=lambda k: err[k])
+            say(f"looking for what would close the residual on {path}")
+            remedy = residual_remedy(model, demand, observed.replicas, thresholds, path, metric if metric != "joint"
+                                     else "tpot", off[metric][1], off[metric][0], seeds)
             analysis.flags.append(Flag(
                 f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err['ttft_predicted']:.2f} % "
                 f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
                 f"{100 * err['tpot_predicted']:.2f} % against {100 * (observed.tpot.get(path) or 0):.2f} % "
-                f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp)", path,
-                float(max(factor, worst)), envelope=False, gap=gap))
+                f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp); {remedy}",
+                path, float(max(factor, worst)), envelope=False, gap=gap))
     peak_obs, peak_twin = targets.running_peak, float(np.mean([v.running_peak for v in views]))
     if peak_obs and peak_twin > 0 and abs(peak_twin - peak_obs) / peak_obs > PEAK_FLAG:
         analysis.flags.append(Flag(
@@ -317,6 +321,86 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     per5 = np.convolve(window_requests, np.ones(span), mode="valid") / (span * demand.window_s)
     analysis.peak_load_observed = float(np.max(per5 / observed.replicas)) if len(per5) else 0.0
     return analysis
+
+
+# what each parameter is, in the words of a remedy, and what would pin it down
+REMEDIES = {
+    "tpot_scale": ("the decode step time", "the step law is fitted on the ITL histogram's mean; a batch that slows "
+                   "other than linearly would show in its buckets"),
+    "prefill_scale": ("the prefill time", "calibrated on the mean prefill time (vllm:request_prefill_time_seconds "
+                      "where exported); its spread follows the prompt lengths inside their histogram's buckets"),
+    "kv_tokens": ("the KV capacity", "pass --kv-cache-tokens (vLLM logs its KV cache size at start-up)"),
+    "max_num_batched_tokens": ("the chunked-prefill token budget", "pass --max-num-batched-tokens"),
+    "max_num_seqs": ("the batch cap", "pass --max-num-seqs"),
+}
+# how far each parameter is moved to see what it does, and how far it may move to be named: the
+# engine limits are often assumed at vLLM's defaults, which operators change by whole factors
+REMEDY_FACTORS = {"tpot_scale": (0.85, 1.15), "prefill_scale": (0.85, 1.15), "kv_tokens": (0.85, 1.15),
+                  "max_num_batched_tokens": (0.25, 4.0), "max_num_seqs": (0.25, 2.0)}
+REMEDY_RANGE = {"tpot_scale": (0.5, 2.0), "prefill_scale": (0.5, 2.0), "kv_tokens": (0.5, 2.0),
+                "max_num_batched_tokens": (1 / 16, 4.0), "max_num_seqs": (1 / 8, 4.0)}
+
+
+def _varied(model: ReplicaModel, name: str, factor: float) -> ReplicaModel:
+    a = model.assumptions
+    if name == "tpot_scale":
+        return replace(model, assumptions=replace(a, tpot_scale=a.tpot_scale * factor))
+    if name == "prefill_scale":
+        return replace(model, assumptions=replace(a, prefill_scale=a.prefill_scale * factor))
+    if name == "kv_tokens":
+        varied = replace(model)
+        varied.kv_tokens = model.kv_tokens * factor
+        return varied
+    if name == "max_num_seqs":
+        return replace(model, max_num_seqs=max(int(round(model.max_num_seqs * factor)), 1))
+    return replace(model, max_num_batched_tokens=max(int(model.max_num_batched_tokens * factor), 1))
+
+
+def residual_remedy(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds], path: str,
+                    metric: str, observed: float | None, predicted: float, seeds: int) -> str:
+    """Which one parameter, moved how far, brings the twin's ``metric`` share of ``path`` at the
+    observed N to the observed one: each parameter the data did not fix (a given one is left alone) is
+    moved by its ``REMEDY_FACTORS`` and the factor that meets the observed share is read off in
+    log-log; those within their ``REMEDY_RANGE`` are named, the one that moves least first, with what
+    would pin each down. Words for the residual's flag."""
+    if observed is None or not math.isfinite(predicted):
+        return "no parameter was tried (no observed share)"
+    found: list[tuple[float, str]] = []
+    for name, (what, hint) in REMEDIES.items():
+        src = model.sources.get(name)
+        if src is not None and src.kind in ("given", "engine config"):
+            continue
+        points = [(1.0, predicted)]
+        for f in REMEDY_FACTORS[name]:
+            views = residual_views(_varied(model, name, f), demand, replicas, thresholds, seeds)
+            points.append((f, float(np.mean([getattr(v, f"{metric}_share")[path] for v in views]))))
+        points.sort()
+        factor = _crossing(points, observed)
+        lo, hi = REMEDY_RANGE[name]
+        if factor is not None and lo <= factor <= hi:
+            found.append((abs(math.log(factor)), f"{what} x{factor:.2f} of the fit's ({hint})"))
+    if not found:
+        return ("no single parameter the data left open closes it within the range it could be off by (a "
+                "mechanism the twin lacks, or an engine limit given wrong)")
+    return "it closes with " + "; or with ".join(text for _, text in sorted(found)[:2])
+
+
+def _crossing(points: list[tuple[float, float]], target: float) -> float | None:
+    """The factor at which a share, known at ``points`` (factor, share), meets ``target``: interpolated
+    in log factor between the two points around it, extrapolated from the nearest two (at most 3x the
+    tried span) when none is."""
+    eps = 1e-4
+    xs = [math.log(f) for f, _ in points]
+    ys = [math.log(v + eps) for _, v in points]
+    y = math.log(target + eps)
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False):
+        if (y0 - y) * (y1 - y) <= 0 and y1 != y0:
+            return math.exp(x0 + (y - y0) * (x1 - x0) / (y1 - y0))
+    slope = (ys[-1] - ys[0]) / (xs[-1] - xs[0]) if xs[-1] != xs[0] else 0.0
+    if slope == 0:
+        return None
+    x = xs[1] + (y - ys[1]) / slope  # from the middle (the fit itself)
+    return math.exp(x) if abs(x) <= 3 * (xs[-1] - xs[0]) else None
 
 
 PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a spawned process costs more
