@@ -97,8 +97,9 @@ def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
                    f"{_pct(doc['observed']['ttft_share'].get(path))}), TPOT {_pct(e.get('tpot_predicted'))} "
                    f"(observed {_pct(doc['observed']['tpot_share'].get(path))}), mean queue "
                    f"{_ms(e.get('queue_mean_s_predicted'))} (observed {_ms(e.get('queue_mean_s_observed'))}); "
-                   f"relative {_frac(e.get('ttft'))} / {_frac(e.get('tpot'))} (widens every interval; above 10 % "
-                   "flags the path).")
+                   f"relative {_frac(e.get('ttft'))} / {_frac(e.get('tpot'))}, the draw's noise "
+                   f"±{_pct(e.get('ttft_noise'))} / ±{_pct(e.get('tpot_noise'))} (widens every interval; above 10 % "
+                   "and beyond the noise flags the path).")
     fleet = m.get("fleet_at_observed_replicas") or {}
     if fleet:
         out.append(f"Fleet at the observed size: running {_num(fleet.get('running_mean_predicted'))} per replica "

@@ -265,6 +265,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             pred = float(np.mean(per_seed))
             err[metric] = residual(pred, obs.get(path))
             err[f"{metric}_predicted"] = pred
+            err[f"{metric}_observed"] = obs[path] if obs.get(path) is not None else math.nan
             # a gap the draw explains is no evidence against the model: the observed share is a count of
             # the export's requests, the twin's a mean of a few seeds
             noise = sampling_noise(obs.get(path), observed.requests.get(path, 0.0), per_seed)

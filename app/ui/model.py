@@ -63,6 +63,8 @@ def model_error_table(analysis: Any) -> pd.DataFrame:
             "observed joint high %": pct(obs.joint_high.get(path)),
             "twin joint %": pct(err.get("joint_predicted")),
             "TTFT residual %": pct(err.get("ttft")), "TPOT residual %": pct(err.get("tpot")),
+            # how far the draw alone may move the twin's share from the observed (2 standard deviations)
+            "TTFT noise ± %": pct(err.get("ttft_noise")), "TPOT noise ± %": pct(err.get("tpot_noise")),
             "observed queue ms": ms(err.get("queue_mean_s_observed")),
             "twin queue ms": ms(err.get("queue_mean_s_predicted")),
             "flagged": any(f.path == path for f in analysis.flags),

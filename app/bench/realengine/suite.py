@@ -77,7 +77,8 @@ def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.T
             out["runs"].append({"name": d.name, "replicas": s[0], "traffic": s[1], "context": s[2],
                                 "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
                                 "sent_late": meta["driver"]["sent_late"], "finished": meta["finished"],
-                                "cores": meta["cores"], "step_truth": cp.step_truth(d)})
+                                "cores": meta["cores"], "machine_load": meta.get("machine_load", {}),
+                                "step_truth": cp.step_truth(d)})
     for export in exports:
         for th in (thresholds if export == exports[0] else thresholds[:1]):
             say(f"fitting on {observed.name}'s {export} export, {th.label}")
