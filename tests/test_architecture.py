@@ -13,7 +13,7 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # bottom to top; a module may import its own layer or those below. The CLI, benchmarks and pages are
 # the top: nothing imports them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("app.sql", "app.jsonable", "app.escape", "app.ingest", "app.simulator"),
+    ("app.sql", "app.jsonable", "app.escape", "app.provenance", "app.ingest", "app.simulator"),
     ("app.store",),
     ("app.cube", "app.promise"),
     ("app.records",),

@@ -1,4 +1,4 @@
-"""The benchmark document as a table (for people) or JSON (for machines; shape in README)."""
+"""The benchmark document as a table (for people) or JSON (for machines; shape in docs/cli/bench.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ GOALS = {
 
 
 def document(machine: dict[str, Any], results: list[Result], growth: float | None, size: str,
-             seconds: float) -> dict[str, Any]:
+             seconds: float, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The benchmark document; ``provenance`` (:func:`app.provenance.record`) says which commit ran on
+    which machine, and when, for the generated benchmark page."""
     return {"machine": machine, "size": size, "results": [r.as_json() for r in results],
-            "growth_exponent": growth, "total_seconds": round(seconds, 1)}
+            "growth_exponent": growth, "total_seconds": round(seconds, 1), "provenance": provenance}
 
 
 def to_json(doc: dict[str, Any]) -> str:
