@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.economics", "app.report", "app.rules"),
     ("app.tail",),
     ("app.ui",),
-    ("app.cli", "app.bench", "app.app_pages", "app.streamlit_app", "app.__main__"),
+    ("app.cli", "app.bench", "app.docgen", "app.app_pages", "app.streamlit_app", "app.__main__"),
 )
 
 
