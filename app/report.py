@@ -87,7 +87,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
     notes = [p for p in doc["paths"] if p["tpot"] and p["tpot"].get("basis") == "tokens"]
     if notes:
         lines += ["", "TPOT \"per token\": the engine exports no per-request TPOT histogram; the share is of "
-                  "inter-token gaps, and the joint interval uses the request bound of methods.md 3.2."]
+                  "inter-token gaps, and the joint interval uses the request bound of docs/methods.md#tpot-basis."]
     inexact = [p["path"] for p in doc["paths"] for k in ("ttft", "tpot") if p[k] and p[k]["exact"] is False]
     if inexact:
         lines += ["", "A threshold that is not a bucket bound gives an interpolated estimate and its hard "

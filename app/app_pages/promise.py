@@ -149,7 +149,7 @@ st.caption("Joint: the Fréchet interval [max of the lows, min(1, sum of the hig
            "budget remaining = 1 − joint high / (1 − target).")
 if (marginals.get("basis") == "per token (ITL)").any():
     st.info("TPOT *per token*: the engine exports no per-request TPOT histogram, so the share is of inter-token "
-            "gaps; the joint interval uses the request bound (methods.md 3.2).")
+            "gaps; the joint interval uses the request bound (docs/methods.md#tpot-basis).")
 for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
     st.info(md(note))
 if (counts := promise_view.counts_note(ws, ref.id)) is not None:

@@ -62,7 +62,7 @@ st.dataframe(att, hide_index=True, key="tail_attribution",
 st.caption("Queue alone above the TTFT threshold is a lower bound on the breaches queueing explains (TTFT includes "
            "the queue wait). The queue, prefill and TTFT histograms are separate marginals: the interval "
            "[max(queue alone, TTFT − prefill alone), min(TTFT, TTFT − prefill alone + queue alone)] is Fréchet's "
-           "(methods.md 3.1); without a prefill histogram it is [queue alone, TTFT].")
+           "(docs/methods.md#frechet); without a prefill histogram it is [queue alone, TTFT].")
 
 st.subheader("What headroom can buy down")
 run = st.session_state.get(state.ECON_RUN)

@@ -1,4 +1,4 @@
-"""The empirical load–response curve (methods.md 7.3), kept as a cross-check beside the capacity model.
+"""The empirical load–response curve (docs/methods.md#load-response-curve), kept as a cross-check beside the capacity model.
 
 Breach share against per-replica load, fitted by weighted isotonic regression (pool adjacent
 violators, scipy), then read at a scenario's per-replica load ``x * N_w / k``. Inside the observed

@@ -1,6 +1,6 @@
 """A small pure-Python oracle of PromQL's ``increase()`` on classic counters (``extrapolatedRate``).
 
-methods.md §2.1 gives the Prometheus 3.x form. The Debian ``prometheus`` this project tests against
+docs/methods.md#promql-increase describes the Prometheus 3.x form. The Debian ``prometheus`` this project tests against
 is 2.42, whose float path differs in two ways (prometheus ``promql/engine.go``/``functions.go``
 before 3.0 and before PR #13725):
 
