@@ -949,7 +949,7 @@ def add_bench(sub: Any) -> None:
 
 
 # -- dashboard -----------------------------------------------------------------------------------
-DEFAULT_HOST = "127.0.0.1"  # loopback: a team reaches it through an authenticating proxy (README)
+DEFAULT_HOST = "127.0.0.1"  # loopback: a team reaches it through an authenticating proxy (docs/deployment.md)
 DEFAULT_MAX_UPLOAD_MB = 1024  # week-long exports are large; Streamlit's own default is 200
 
 

@@ -246,7 +246,7 @@ def meets_target(attainment_low: float | None, attainment_high: float | None, ta
 
 
 def path_report(row: pd.Series, exact_share: float | None = None) -> dict[str, Any]:
-    """The JSON object of one path (README, ``headroom report``)."""
+    """The JSON object of one path (docs/cli/report.md)."""
     target = float(row["target"])
     joint_low, joint_high = _num(row["joint_low"]), _num(row["joint_high"])
     att_low = None if joint_high is None else 1 - joint_high

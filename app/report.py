@@ -28,7 +28,7 @@ def _iso(dt: datetime) -> str:
 def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise],
           start: datetime | None = None, end: datetime | None = None, include_failed: bool = True,
           exact_joint: dict[str, float] | None = None) -> dict[str, Any]:
-    """The report document (README, "headroom report"): one entry per path with request histograms."""
+    """The report document (docs/cli/report.md): one entry per path with request histograms."""
     start, end = pm.time_range(ws, cube_id, start, end)
     frame = pm.shares(ws, cube_id, promises, start, end, include_failed=include_failed)
     alerts = pm.burn_alerts(ws, cube_id, window_s, promises, start, end, include_failed=include_failed)

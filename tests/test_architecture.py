@@ -1,4 +1,4 @@
-"""The imports form no circle and no module imports one above it (README, "Architecture")."""
+"""The imports form no circle and no module imports one above it (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -308,7 +308,7 @@ def test_oracle_reproduces_the_methods_vectors() -> None:
 
 
 def test_openmetrics_file_is_what_promtool_needs(fleet: Fleet) -> None:
-    """environment-recipes.md pitfalls 7-8: `# EOF`, LF only, seconds timestamps, MetricPoints
+    """The OpenMetrics pitfalls of a backfill: `# EOF`, LF only, seconds timestamps, MetricPoints
     together (timestamps never go backwards within a label set; promtool drops such samples
     silently)."""
     text = fleet.openmetrics.read_bytes().decode()

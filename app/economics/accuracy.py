@@ -1,4 +1,4 @@
-"""Accuracy of the scenario predictions on fleets the twin was not built for (the README's table).
+"""Accuracy of the scenario predictions on fleets the twin was not built for (docs/accuracy.md, generated from its JSON).
 
 A family of simulated fleets that differ from each other and from the twin's defaults — engine limits
 (``max_num_seqs``, ``max_num_batched_tokens``, KV capacity, ``max_model_len``), step laws (a batch

@@ -182,7 +182,7 @@ def _num(v: Any) -> float | None:
 
 
 def to_json(att: Attribution) -> list[dict[str, Any]]:
-    """One object per path (README, ``headroom tail``)."""
+    """One object per path (docs/cli/tail.md)."""
     out = []
     e2e = {r["path"]: r for _, r in att.e2e.iterrows()}
     for _, r in att.ttft.iterrows():

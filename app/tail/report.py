@@ -23,7 +23,7 @@ def _iso(dt: datetime) -> str:
 def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise], datasets: list[str],
           start: datetime | None = None, end: datetime | None = None,
           twin_rows: list[TwinAttribution] | None = None) -> dict[str, Any]:
-    """The document (README, "headroom tail")."""
+    """The document (docs/cli/tail.md)."""
     start, end = pm.time_range(ws, cube_id, start, end)
     att = attribution.attribute(ws, cube_id, promises, start, end)
     paths = [r["path"] for r in attribution.to_json(att)]
