@@ -106,7 +106,7 @@ TEXT = (".py", ".sql", ".md", ".yml", ".yaml", ".csv", ".json")
 TRACKED = _tracked()
 SCANNED = [p for p in TRACKED if (p.suffix in TEXT or p.name == "run")
            and not str(p.relative_to(ROOT)).startswith(("tests/fixtures/", "docs/data/", "data/sample/"))
-           and p.name != "test_docs.py" and p != README]  # the README is cut to a front door next
+           and p.name != "test_docs.py"]
 # a path in the repository: app/..., tests/..., queries/..., data/..., docs/..., .ci/... (not inside a URL
 # or another project's path such as vllm:docs/...); the character after it tells a prefix in an f-string
 REPO_PATH = re.compile(r"(?<![\w./:~$-])((?:app|tests|queries|data|docs|\.ci)/[\w./-]*\w)(.?)")
@@ -222,3 +222,13 @@ def test_the_generator_writes_the_page_it_is_asked_for(tmp_path: Path) -> None:
 
     assert main(["accuracy", "--from", str(DOCS / "data" / "accuracy.json"), "--out", str(out)]) == 0
     assert out.read_text().startswith("# Accuracy of the economics\n")
+
+
+# -- the README --------------------------------------------------------------------------------------------
+def test_the_readme_is_a_front_door() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    assert "<!-- test-command -->" in text and "<!-- /test-command -->" in text
+    assert re.search(r"^!\[.*\]\(docs/img/dashboard/[\w.-]+\.png\)", text, re.M), "one screenshot"
+    for command in ("headroom report", "headroom scenarios", "headroom tail"):
+        assert command in text
