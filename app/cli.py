@@ -3,7 +3,9 @@
 Each command imports the parts of Headroom it runs when it runs: the economics (scipy, numba), the
 benchmarks and Streamlit would make every command, ``headroom load`` included, start 2 s slower.
 
-Every subcommand with ``--format json`` prints a stable, documented JSON document (README, "CLI").
+Each subcommand is declared by an ``add_<command>`` beside its ``cmd_<command>``, from the option
+groups several share (promise, range, paths, output, workspace, live store), each declared once.
+Every subcommand with ``--format json`` prints a stable, documented JSON document (docs/cli/).
 """
 
 from __future__ import annotations
@@ -31,14 +33,6 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     return Workspace(args.db or default_db_path())
 
 
-def _add_db(p: argparse.ArgumentParser, default_memory: bool = False) -> None:
-    help_text = (
-        "workspace DuckDB file (default: in memory for this command)" if default_memory
-        else f"workspace DuckDB file (default: $HEADROOM_DB or {default_db_path()})"
-    )
-    p.add_argument("--db", default=MEMORY if default_memory else None, help=help_text)
-
-
 RAY_ADDRESS_ENV = "HEADROOM_RAY_ADDRESS"
 
 
@@ -51,11 +45,66 @@ def _ray_address(args: argparse.Namespace) -> str | None:
 RAY_ADDRESSES = ("HOST:PORT of the head (GCS port, from inside the cluster), auto (a cluster already running here, "
                  "or the Ray job's), or ray://HOST:10001 (Ray Client, e.g. a port-forwarded KubeRay head)")
 
+# -- the option groups several commands share: each declared once here -------------------------------
+PATH_LABEL_HELP = "label(s) whose values name a path (default __model__: the engine's model label)"
+
+
+def _command(sub: Any, name: str, help_text: str, description: str,
+             examples: Sequence[tuple[str, str]]) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` says what it does (``description``) and shows ``examples``
+    (what each does, the command line)."""
+    epilog = "examples:\n" + "\n".join(f"  # {what}\n  {line}\n" for what, line in examples)
+    return sub.add_parser(name, help=help_text, description=description, epilog=epilog.rstrip("\n"),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_files(p: argparse.ArgumentParser, help_text: str = "export files to load (default: every dataset of "
+               "--db)", required: bool = False) -> None:
+    p.add_argument("files", nargs="+" if required else "*", help=help_text)
+
+
+def _add_paths(p: argparse.ArgumentParser, help_text: str = PATH_LABEL_HELP) -> None:
+    p.add_argument("--path-label", action="append", help=help_text)
+
+
+def _add_promise(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--promise", action="append",
+                   help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
+    p.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json "
+                   "(e.g. mlperf-v5.1-llama3.1-8b-interactive)")
+
+
+def _add_range(p: argparse.ArgumentParser, start: str = "start of data", end: str = "end of data") -> None:
+    p.add_argument("--start", help=f"first window start: ISO-8601, Unix seconds or relative, e.g. now-7d "
+                   f"(default: {start})")
+    p.add_argument("--end", help=f"end of the range (default: {end})")
+
+
+def _add_window(p: argparse.ArgumentParser, default: str, why: str = "", help_text: str | None = None) -> None:
+    p.add_argument("--window", default=default, help=help_text or f"window length, 1m to 1d (default {default}{why})")
+
+
+def _add_output(p: argparse.ArgumentParser, choices: Sequence[str], default: str, help_text: str | None = None) -> None:
+    p.add_argument("--format", choices=list(choices), default=default,
+                   help=help_text or f"output format (default {default})")
+
+
+def _add_db(p: argparse.ArgumentParser, default_memory: bool = False) -> None:
+    help_text = (
+        "workspace DuckDB file (default: in memory for this command)" if default_memory
+        else "workspace DuckDB file (default: $HEADROOM_DB, else $XDG_DATA_HOME/headroom/workspace.duckdb)"
+    )
+    p.add_argument("--db", default=MEMORY if default_memory else None, help=help_text)
+
+
+def _add_quiet(p: argparse.ArgumentParser, help_text: str = "no progress on stderr") -> None:
+    p.add_argument("--quiet", action="store_true", help=help_text)
+
 
 def _add_ray(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--ray", metavar="ADDRESS",
-                   help=f"{what} (needs pip install 'headroom[ray]'): {RAY_ADDRESSES}; default: ${RAY_ADDRESS_ENV}; "
-                   f"--ray '' ignores ${RAY_ADDRESS_ENV}")
+                   help=f"{what} (needs pip install 'headroom-slo[ray]'): {RAY_ADDRESSES}; default: "
+                   f"${RAY_ADDRESS_ENV}; --ray '' ignores ${RAY_ADDRESS_ENV}")
 
 
 def _write(text: str) -> None:
@@ -73,6 +122,24 @@ def cmd_load(args: argparse.Namespace) -> int:
     else:
         _write(_load_text(reports))
     return 1 if any(r.status == "failed" for r in reports) else 0
+
+
+def add_load(sub: Any) -> None:
+    p = _command(sub, "load", "load metric exports into the workspace and summarise each file",
+                 "Load each file as a dataset of the workspace (the format is detected from the content, gzip or "
+                 "not) and print, per file: format, engine, series, samples, time range, scrape interval, signals, "
+                 "paths, counter resets, repaired buckets, unknown metrics, notes and errors. Loading the same bytes "
+                 "again is a no-op; a load is one transaction; one bad file never stops the others (exit 1 if any "
+                 "failed).",
+                 [("load the bundled sample into the default workspace", "headroom load data/sample/metrics.parquet"),
+                  ("two exports into a named workspace, paths by model and instance, as JSON",
+                   "headroom load a.prom b.json.gz --db fleet.duckdb --path-label __model__ --path-label instance "
+                   "--format json")])
+    _add_files(p, "export files (format detected from content; gzip ok)", required=True)
+    _add_paths(p)
+    _add_output(p, ["text", "json"], "text")
+    _add_db(p)
+    p.set_defaults(func=cmd_load)
 
 
 def _load_text(reports: Sequence[Any]) -> str:
@@ -150,6 +217,22 @@ def _cube_records(frame: Any) -> list[dict[str, Any]]:
             "value": None if row.value is None or math.isnan(row.value) else float(row.value),
         })
     return out
+
+
+def add_cube(sub: Any) -> None:
+    p = _command(sub, "cube", "print the cube: increases per window, path, signal and bucket",
+                 "Print the cube the promise and the economics are computed from: per window (left-open, "
+                 "right-closed), path, signal and bucket bound, the increase of every counter and bucket, a "
+                 "histogram's count and sum, gauges' min/mean/max, replicas reporting, resets and repaired buckets.",
+                 [("the bundled day's cube at 1-hour windows, as CSV",
+                   "headroom cube data/sample/metrics.parquet --window 1h"),
+                  ("the cube of a workspace's datasets as JSON", "headroom cube --db fleet.duckdb --format json")])
+    _add_files(p)
+    _add_window(p, "5m")
+    _add_paths(p)
+    _add_output(p, ["csv", "json"], "csv")
+    _add_db(p, default_memory=True)
+    p.set_defaults(func=cmd_cube)
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -251,6 +334,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+def add_report(sub: Any) -> None:
+    p = _command(sub, "report", "per-path breach shares of a promise, with bounds, budget and alerts",
+                 "The promise per path over a range: the share of requests breaching TTFT and TPOT (exact at a "
+                 "bucket bound, else an interpolated estimate with its hard interval), the joint interval (exact "
+                 "with per-request records beside the metrics), attainment against the target, the error budget "
+                 "left and the burn-rate alert states at the end of the range. Exit 1 when the data holds no "
+                 "request-latency histogram.",
+                 [("the bundled day with its per-request records, two promises, as Markdown",
+                   "headroom report data/sample/metrics.parquet data/sample/requests.parquet "
+                   "--promise llama-3.1-8b-interactive=0.5/0.025 --promise llama-3.1-8b-batch=5/0.1"),
+                  ("an MLPerf preset on every path, the last 7 days of a live Prometheus, as JSON",
+                   "headroom report --prometheus http://prometheus:9090 --start now-7d "
+                   "--preset mlperf-v5.1-llama3.1-8b-server --format json")])
+    _add_files(p)
+    _add_promise(p)
+    _add_paths(p)
+    _add_window(p, "5m")
+    _add_range(p)
+    p.add_argument("--exclude-failed", action="store_true", help="do not count failed requests as breaches")
+    _add_output(p, ["json", "markdown", "csv"], "markdown")
+    _add_db(p, default_memory=True)
+    _add_store(p)
+    p.set_defaults(func=lambda a: _with_live(a, "report", cmd_report))
+
+
 # -- tail ------------------------------------------------------------------------------------------
 def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
     """``--e2e [PATH=]SECONDS``: an end-to-end threshold on a path's promise (no PATH: every promise)."""
@@ -322,6 +430,40 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+def add_tail(sub: Any) -> None:
+    p = _command(sub, "tail", "where the tail lives: breaches queueing explains, what headroom can buy "
+                 "down (--twin), and which signal leads breach, with a scaling rule",
+                 "Where the tail lives, per path: the TTFT breaches queueing explains (from the queue, prefill and "
+                 "TTFT histograms, with bounds); with --twin the breaches headroom can buy down (the fitted twin "
+                 "replayed at N, 2N and 4N, per month and in dollars); and which signal predicts breach share, "
+                 "from which level, with a scaling rule, for the fleet and for each path.",
+                 [("the bundled day's attribution and signals, as Markdown",
+                   "headroom tail data/sample/metrics.parquet --promise llama-3.1-8b-interactive=0.5/0.05 "
+                   "--promise llama-3.1-8b-batch=5/0.1"),
+                  ("with the twin and breach prices, as JSON",
+                   "headroom tail data/sample/metrics.parquet --promise 0.5/0.05 --twin --breach-price 0.02 "
+                   "--quiet --format json")])
+    _add_files(p)
+    _add_promise(p)
+    _add_paths(p)
+    p.add_argument("--e2e", action="append", help="[PATH=]SECONDS: an end-to-end threshold whose breaches are "
+                   "attributed to queue, prefill and decode time")
+    _add_window(p, "1m", ": leads of 0-15 minutes in minutes")
+    _add_range(p)
+    p.add_argument("--twin", action="store_true", help="also fit the twin and replay the observed demand at N, 2N "
+                   "and 4N: the breaches capacity causes, per month and in dollars (about the time of headroom "
+                   "scenarios' fit)")
+    p.add_argument("--breach-price", action="append", help="with --twin: PATH=USD (or USD for every path)")
+    p.add_argument("--horizon-hours", type=float, default=720.0, help="with --twin: hours of a month (default 720)")
+    p.add_argument("--observed-replicas", type=int, help="with --twin: replicas behind the data (default: inferred)")
+    p.add_argument("--seeds", type=int, default=3, help="with --twin: replay seeds (default 3)")
+    _add_quiet(p)
+    _add_output(p, ["json", "markdown", "csv"], "markdown")
+    _add_db(p, default_memory=True)
+    _add_store(p)
+    p.set_defaults(func=lambda a: _with_live(a, "tail", cmd_tail))
+
+
 # -- live stores -----------------------------------------------------------------------------------
 def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--prometheus", metavar="URL", required=required,
@@ -344,7 +486,7 @@ def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
                      "default)")
     how.add_argument("--pushdown", action="store_true", help="let the store compute the windows (PromQL increase() "
                    "and *_over_time at step = window, summed by the path labels): far less to pull, but counts are "
-                   "increase()'s extrapolated ones (README: Pushdown and extrapolation); default: raw samples, exact")
+                   "increase()'s extrapolated ones (docs: Live stores, Pushdown and extrapolation); default: raw samples, exact")
     p.add_argument("--by", choices=["path", "series"], default="path", help="with --pushdown: sum in the store by "
                    "the path labels (default) or pull every series' windows (any path mapping later)")
 
@@ -407,6 +549,37 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         return 2
     failed = _fetch(args, Path(args.out), "fetch")
     return 0 if failed is None else failed
+
+
+def add_fetch(sub: Any) -> None:
+    p = _command(sub, "fetch", "read the raw serving samples of a live Prometheus-compatible store into a "
+                 "long Parquet file (what headroom load reads)",
+                 "Read a live Prometheus-compatible store (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics) "
+                 "through its HTTP API: the raw samples of every known serving metric in (start, end], written as "
+                 "the long Parquet file headroom load reads (the exact path), or, with --pushdown, the windows "
+                 "the store computes by PromQL, kept in the workspace as a dataset of kind live. --discover "
+                 "prints what the store holds for Headroom and fetches nothing.",
+                 [("what the store holds over the last day",
+                   "headroom fetch --prometheus http://prometheus:9090 --discover"),
+                  ("a week of raw samples from Mimir, for one tenant",
+                   "headroom fetch --prometheus http://mimir/prometheus --header 'X-Scope-OrgID: team-a' "
+                   "--start now-7d --out week.parquet"),
+                  ("a month of 5-minute windows computed by the store, into a workspace",
+                   "headroom fetch --prometheus http://prometheus:9090 --start now-30d --pushdown --db fleet.duckdb")])
+    _add_store(p, required=True)
+    _add_range(p, "now-1d", "now")
+    p.add_argument("--out", help="the Parquet file to write")
+    p.add_argument("--discover", action="store_true", help="print (JSON) the engines, families and candidate path "
+                   "labels the store holds in the range, and fetch nothing")
+    _add_quiet(p, "no progress lines")
+    _add_window(p, "5m", help_text="with --pushdown: the window the store computes (default 5m; a cube of it "
+                "may use any multiple)")
+    _add_paths(p, "with --pushdown --by path: label(s) the store sums by (default: the workspace's path labels, "
+               "__model__ = the engine's model label)")
+    _add_output(p, ["text", "json"], "text", "with --pushdown: the dataset's summary as text or JSON (as headroom "
+                "load)")
+    _add_db(p)
+    p.set_defaults(func=cmd_fetch)
 
 
 def _pull(ws: Workspace, args: argparse.Namespace, command: str) -> Any:
@@ -480,6 +653,31 @@ def cmd_rules(args: argparse.Namespace) -> int:
     else:
         _write(text)
     return 1 if any(r.status == "failed" for r in reports) else 0
+
+
+def add_rules(sub: Any) -> None:
+    p = _command(sub, "rules", "the promise as Prometheus recording rules and burn-rate alerts (YAML)",
+                 "Write the promise as Prometheus rules: recording rules for each path's TTFT, TPOT and joint "
+                 "breach ratio at the windows the SRE workbook's multiwindow alerts read, and those burn-rate "
+                 "alerts. A threshold must be a bucket bound of the exports given (else of vLLM's default "
+                 "buckets): one between bounds is refused with the bounds around it and the vLLM flag that would "
+                 "make it one.",
+                 [("rules for MLPerf's server preset on every path, checked against an export's buckets",
+                   "headroom rules data/sample/metrics.parquet --preset mlperf-v5.1-llama3.1-8b-server "
+                   "--allow-interpolated --out rules.yml"),
+                  ("a 28-day SLO for one path, on vLLM's default buckets",
+                   "headroom rules --promise chat=0.5/0.05@0.99 --slo-window 28d")])
+    _add_files(p, "exports whose bucket bounds the thresholds must sit on (default: vLLM's default buckets)")
+    _add_promise(p)
+    p.add_argument("--path-label", help="the label whose values are the paths (default: the engine's model label, "
+                   "model_name; model for Triton)")
+    p.add_argument("--slo-window", default="30d", help="the SLO period the burn factors are for (default 30d)")
+    p.add_argument("--engine", help="engine whose histogram names the rules read (default: the export's, else vllm)")
+    p.add_argument("--allow-interpolated", action="store_true",
+                   help="a threshold between bucket bounds reads the bound below (an upper bound of the ratio)")
+    p.add_argument("--out", help="write the rules here (default: stdout)")
+    _add_db(p, default_memory=True)
+    p.set_defaults(func=cmd_rules)
 
 
 # -- scenarios -------------------------------------------------------------------------------------
@@ -571,6 +769,73 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
+def add_scenarios(sub: Any) -> None:
+    p = _command(sub, "scenarios", "headroom cost against breach cost for capacity scenarios",
+                 "Fit a capacity model of one replica from the metrics, calibrate it so the observed fleet comes "
+                 "out right, replay the observed demand through N' modelled replicas (traffic x g, context x m) "
+                 "and weigh headroom cost (replica-hours x price) against breach cost (breached requests x the "
+                 "price of one breach), per path and for the fleet: the cheapest N', break-even breach prices, "
+                 "cost per kept request. Every parameter says where it came from; what the data cannot identify "
+                 "is flagged, never refused.",
+                 [("the bundled day, 3 to 8 replicas, two breach prices, as Markdown",
+                   "headroom scenarios data/sample/metrics.parquet --replicas 3:8 --replica-hour-price 2.5 "
+                   "--breach-price llama-3.1-8b-interactive=0.02 --breach-price llama-3.1-8b-batch=0.05 "
+                   "--promise llama-3.1-8b-interactive=0.5/0.05 --promise llama-3.1-8b-batch=5/0.1"),
+                  ("with the policies of a file beside the static rows, saved in a workspace",
+                   "headroom scenarios data/sample/metrics.parquet --replicas 3:8 --replica-hour-price 2.5 "
+                   "--breach-price 0.02 --promise 0.5/0.05 --policy data/policy-example.yaml --db ws.duckdb "
+                   "--save day-1"),
+                  ("a month's grid on a Ray cluster",
+                   "headroom scenarios month.parquet --replicas 2:16 --traffic 0.75,1.0,1.25 --gpu-hour-price 2 "
+                   "--gpus-per-replica 1 --breach-price 0.02 --promise chat=0.5/0.05 --ray ray://127.0.0.1:10001")])
+    _add_files(p)
+    p.add_argument("--replicas", required=True, help="replica counts: FROM:TO[:STEP] or a list, e.g. 2:12")
+    p.add_argument("--traffic", default="1.0", help="traffic multipliers, e.g. 0.5,1.0,1.5 (default 1.0)")
+    p.add_argument("--context", default="1.0", help="context-length multipliers, e.g. 1.0,1.5 (default 1.0)")
+    p.add_argument("--gpu-hour-price", type=float, help="USD per GPU-hour (with --gpus-per-replica)")
+    p.add_argument("--gpus-per-replica", type=float, help="GPUs per replica")
+    p.add_argument("--replica-hour-price", type=float, help="USD per replica-hour (instead of the GPU prices)")
+    p.add_argument("--breach-price", action="append", help="PATH=USD: price of one breached request of a path "
+                   "(no PATH: every path)")
+    _add_promise(p)
+    p.add_argument("--horizon-hours", type=float, default=720.0, help="hours the decision covers (default 720)")
+    p.add_argument("--observed-replicas", type=int, help="replicas behind the data (default: inferred)")
+    p.add_argument("--cost-split", choices=["requests", "equal"], default="requests",
+                   help="how a path's share of the fleet cost is set (default: by requests)")
+    p.add_argument("--seeds", type=int, default=3, help="replay seeds per scenario (default 3)")
+    p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
+                   help="calibrate the twin at the observed fleet size: its mean inter-token latency and prefill "
+                   "time equal the observed (default on; --no-calibrate runs the fitted law as it is)")
+    engine = p.add_argument_group(
+        "engine facts", "what you know of your engine overrides what is read from the data (shown as 'given')")
+    engine.add_argument("--kv-cache-tokens", type=int,
+                        help="KV capacity of one replica in tokens (vLLM prints it at start-up: 'GPU KV cache size: "
+                        "N tokens'); default: vllm:cache_config_info, else fitted by simulation to "
+                        "kv_cache_usage_perc")
+    engine.add_argument("--max-model-len", type=int, help="--max-model-len of the engine (default: bracketed by "
+                        "the length histograms' buckets)")
+    engine.add_argument("--max-num-seqs", type=int, help="--max-num-seqs (default: read from the data when the cap "
+                        "bound, else vLLM's 256)")
+    engine.add_argument("--max-num-batched-tokens", type=int,
+                        help="chunked-prefill token budget per step (default: from iteration_tokens_total, else "
+                        "vLLM's 8192)")
+    engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
+    engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
+                        help="routing policy in front of the replicas (default: least_outstanding, assumed)")
+    _add_paths(p)
+    _add_ray(p, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
+             "default every core)")
+    _add_quiet(p)
+    p.add_argument("--policy", metavar="FILE.yaml", help="policy rows beside the static scenarios: autoscaler, "
+                   "admission, retry and degradation (schema: docs, Policies replayed through the twin)")
+    p.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
+    _add_output(p, ["json", "markdown", "csv"], "markdown")
+    _add_db(p, default_memory=True)
+    _add_store(p)
+    _add_range(p, "now-1d (with --prometheus)", "now")
+    p.set_defaults(func=lambda a: _with_live(a, "scenarios", cmd_scenarios))
+
+
 # -- saved scenario sets --------------------------------------------------------------------------
 def cmd_saved(args: argparse.Namespace) -> int:
     from app.economics import saved
@@ -616,6 +881,22 @@ def _compare_text(names: Sequence[str], rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def add_saved(sub: Any) -> None:
+    p = _command(sub, "saved", "saved scenario sets: list, show, compare, export, import, delete",
+                 "Named scenario sets kept in a workspace (headroom scenarios ... --save NAME --db FILE, or the "
+                 "dashboard's Economics page): list them, show one's document, compare two sets' fleet totals "
+                 "side by side, export them as JSON, import such a file, delete one.",
+                 [("the sets of a workspace", "headroom saved list --db ws.duckdb"),
+                  ("two sets side by side", "headroom saved compare day-1 day-2 --db ws.duckdb"),
+                  ("every set to a file, and into another workspace",
+                   "headroom saved export --db ws.duckdb > sets.json && headroom saved import sets.json --db other.duckdb")])
+    p.add_argument("action", choices=["list", "show", "compare", "export", "import", "delete"])
+    p.add_argument("names", nargs="*", help="set names (import: JSON files written by export)")
+    _add_output(p, ["text", "json"], "text")
+    _add_db(p)
+    p.set_defaults(func=cmd_saved)
+
+
 # -- bench ---------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.bench import render, runner
@@ -644,8 +925,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench(sub: Any) -> None:
+    p = _command(sub, "bench", "benchmarks against prometheus_client, pandas, a bare scan and Prometheus, "
+                 "on generated data (docs: Benchmarks)",
+                 "Generate data deterministically and time Headroom against what users would otherwise use, in "
+                 "the same run, each pair checked to agree: the text parser against prometheus_client, the load "
+                 "and cube build against a bare scan and pandas, the cube against PromQL, the replay against the "
+                 "Python engine, promise and price changes, and a month of 8 replicas. The JSON carries the "
+                 "commit, machine and date it ran on (python -m app.docgen bench renders it as the docs' page).",
+                 [("the small size, under a minute", "headroom bench"),
+                  ("the full size as JSON, keeping the generated data for a rerun",
+                   "headroom bench --size full --format json --workdir /tmp/bench > bench.json"),
+                  ("only the replay and the interactions", "headroom bench --only replay,interaction")])
+    p.add_argument("--size", choices=["small", "full"], default="small",
+                   help="small: under a minute; full: 1 M text lines, 1/10/100 M samples, a 30-day cube, a day replay")
+    _add_output(p, ["table", "json"], "table")
+    p.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month")
+    p.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
+    p.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
+    _add_ray(p, "also run the replay benchmark's grid on a Ray cluster, against the local pool")
+    _add_quiet(p)
+    p.set_defaults(func=cmd_bench)
+
+
 # -- dashboard -----------------------------------------------------------------------------------
-DEFAULT_HOST = "127.0.0.1"  # loopback: a team reaches it through an authenticating proxy (README)
+DEFAULT_HOST = "127.0.0.1"  # loopback: a team reaches it through an authenticating proxy (docs/deployment.md)
 DEFAULT_MAX_UPLOAD_MB = 1024  # week-long exports are large; Streamlit's own default is 200
 
 
@@ -695,181 +999,45 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return int(stcli.main() or 0)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="headroom", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+def add_dashboard(sub: Any) -> None:
+    p = _command(sub, "dashboard", "open the Streamlit dashboard (bundled sample if the workspace is empty)",
+                 "Serve the Streamlit dashboard on the workspace and print its URL. An empty workspace loads the "
+                 "bundled sample. It listens on 127.0.0.1 (this machine only) unless --host names another "
+                 "address; XSRF protection stays on. Options after -- go to streamlit run.",
+                 [("the bundled sample in its own workspace",
+                   "HEADROOM_DB=.headroom-sample.duckdb headroom dashboard"),
+                  ("a team's workspace behind a reverse proxy on this machine",
+                   "headroom dashboard --db /srv/headroom/workspace.duckdb -- --server.enableCORS true "
+                   "--server.allowedHosts headroom.example.com")])
+    p.add_argument("--port", type=int, default=8501, help="port to listen on (default 8501)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0 or :: for "
+                   "every interface: put an authenticating reverse proxy in front, docs: Team deployment)")
+    p.add_argument("--max-upload-mb", type=int, default=DEFAULT_MAX_UPLOAD_MB,
+                   help=f"largest file the Data page accepts, in MB (default {DEFAULT_MAX_UPLOAD_MB})")
+    p.add_argument("--open-browser", action="store_true", help="open the dashboard in the default browser")
+    p.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="after --: options passed to streamlit run "
+                   "(e.g. -- --server.baseUrlPath headroom)")
+    _add_db(p)
+    p.set_defaults(func=cmd_dashboard)
 
-    pl = sub.add_parser("load", help="load metric exports into the workspace and summarise each file")
-    pl.add_argument("files", nargs="+", help="export files (format detected from content; gzip ok)")
-    pl.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
-    pl.add_argument("--format", choices=["text", "json"], default="text")
-    _add_db(pl)
-    pl.set_defaults(func=cmd_load)
 
-    pc = sub.add_parser("cube", help="print the cube: increases per window, path, signal and bucket")
-    pc.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
-    pc.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
-    pc.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
-    pc.add_argument("--format", choices=["csv", "json"], default="csv")
-    _add_db(pc, default_memory=True)
-    pc.set_defaults(func=cmd_cube)
-
-    pr = sub.add_parser("report", help="per-path breach shares of a promise, with bounds, budget and alerts")
-    pr.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
-    pr.add_argument("--promise", action="append",
-                    help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
-    pr.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pr.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
-    pr.add_argument("--window", default="5m", help="window length, 1m to 1d (default 5m)")
-    pr.add_argument("--start", help="first window start, ISO-8601 or Unix seconds (default: start of data)")
-    pr.add_argument("--end", help="end of the range (default: end of data)")
-    pr.add_argument("--exclude-failed", action="store_true", help="do not count failed requests as breaches")
-    pr.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
-    _add_db(pr, default_memory=True)
-    _add_store(pr)
-    pr.set_defaults(func=lambda a: _with_live(a, "report", cmd_report))
-
-    pt = sub.add_parser("tail", help="where the tail lives: breaches queueing explains, what headroom can buy "
-                        "down (--twin), and which signal leads breach, with a scaling rule")
-    pt.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
-    pt.add_argument("--promise", action="append",
-                    help="[PATH=]TTFT_S/TPOT_S[@TARGET], e.g. chat=0.5/0.03@0.99; no PATH = every path")
-    pt.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pt.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
-    pt.add_argument("--e2e", action="append", help="[PATH=]SECONDS: an end-to-end threshold whose breaches are "
-                    "attributed to queue, prefill and decode time")
-    pt.add_argument("--window", default="1m", help="window length, 1m to 1d (default 1m: leads of 0-15 minutes in minutes)")
-    pt.add_argument("--start", help="first window start, ISO-8601, Unix seconds or relative (default: start of data)")
-    pt.add_argument("--end", help="end of the range (default: end of data)")
-    pt.add_argument("--twin", action="store_true", help="also fit the twin and replay the observed demand at N, 2N "
-                    "and 4N: the breaches capacity causes, per month and in dollars (about the time of headroom scenarios' fit)")
-    pt.add_argument("--breach-price", action="append", help="with --twin: PATH=USD (or USD for every path)")
-    pt.add_argument("--horizon-hours", type=float, default=720.0, help="with --twin: hours of a month (default 720)")
-    pt.add_argument("--observed-replicas", type=int, help="with --twin: replicas behind the data (default: inferred)")
-    pt.add_argument("--seeds", type=int, default=3, help="with --twin: replay seeds (default 3)")
-    pt.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    pt.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
-    _add_db(pt, default_memory=True)
-    _add_store(pt)
-    pt.set_defaults(func=lambda a: _with_live(a, "tail", cmd_tail))
-
-    pf = sub.add_parser("fetch", help="read the raw serving samples of a live Prometheus-compatible store into a "
-                        "long Parquet file (what headroom load reads)")
-    _add_store(pf, required=True)
-    pf.add_argument("--start", help="ISO-8601, Unix seconds or relative (default now-1d)")
-    pf.add_argument("--end", help="ISO-8601, Unix seconds or relative (default now)")
-    pf.add_argument("--out", help="the Parquet file to write")
-    pf.add_argument("--discover", action="store_true", help="print (JSON) the engines, families and candidate path "
-                    "labels the store holds in the range, and fetch nothing")
-    pf.add_argument("--quiet", action="store_true", help="no progress lines")
-    pf.add_argument("--window", default="5m", help="with --pushdown: the window the store computes (default 5m; a "
-                    "cube of it may use any multiple)")
-    pf.add_argument("--path-label", action="append", help="with --pushdown --by path: label(s) the store sums by "
-                    "(default: the workspace's path labels, __model__ = the engine's model label)")
-    pf.add_argument("--format", choices=["text", "json"], default="text", help="with --pushdown: the dataset's "
-                    "summary as text or JSON (as headroom load)")
-    _add_db(pf)
-    pf.set_defaults(func=cmd_fetch)
-
-    pu = sub.add_parser("rules", help="the promise as Prometheus recording rules and burn-rate alerts (YAML)")
-    pu.add_argument("files", nargs="*", help="exports whose bucket bounds the thresholds must sit on "
-                    "(default: vLLM's default buckets)")
-    pu.add_argument("--promise", action="append", help="[PATH=]TTFT_S/TPOT_S[@TARGET]; no PATH = every path")
-    pu.add_argument("--preset", action="append", help="[PATH=]NAME of a preset in data/promise_presets.json")
-    pu.add_argument("--path-label", help="the label whose values are the paths (default: the engine's model label, "
-                    "model_name; model for Triton)")
-    pu.add_argument("--slo-window", default="30d", help="the SLO period the burn factors are for (default 30d)")
-    pu.add_argument("--engine", help="engine whose histogram names the rules read (default: the export's, else vllm)")
-    pu.add_argument("--allow-interpolated", action="store_true",
-                    help="a threshold between bucket bounds reads the bound below (an upper bound of the ratio)")
-    pu.add_argument("--out", help="write the rules here (default: stdout)")
-    _add_db(pu, default_memory=True)
-    pu.set_defaults(func=cmd_rules)
-
-    pn = sub.add_parser("scenarios", help="headroom cost against breach cost for capacity scenarios")
-    pn.add_argument("files", nargs="*", help="export files to load (default: every dataset of --db)")
-    pn.add_argument("--replicas", required=True, help="replica counts: FROM:TO[:STEP] or a list, e.g. 2:12")
-    pn.add_argument("--traffic", default="1.0", help="traffic multipliers, e.g. 0.5,1.0,1.5 (default 1.0)")
-    pn.add_argument("--context", default="1.0", help="context-length multipliers, e.g. 1.0,1.5 (default 1.0)")
-    pn.add_argument("--gpu-hour-price", type=float, help="USD per GPU-hour (with --gpus-per-replica)")
-    pn.add_argument("--gpus-per-replica", type=float, help="GPUs per replica")
-    pn.add_argument("--replica-hour-price", type=float, help="USD per replica-hour (instead of the GPU prices)")
-    pn.add_argument("--breach-price", action="append", help="PATH=USD: price of one breached request of a path "
-                    "(no PATH: every path)")
-    pn.add_argument("--promise", action="append", help="[PATH=]TTFT_S/TPOT_S[@TARGET]")
-    pn.add_argument("--preset", action="append", help="[PATH=]NAME of a promise preset")
-    pn.add_argument("--horizon-hours", type=float, default=720.0, help="hours the decision covers (default 720)")
-    pn.add_argument("--observed-replicas", type=int, help="replicas behind the data (default: inferred)")
-    pn.add_argument("--cost-split", choices=["requests", "equal"], default="requests",
-                    help="how a path's share of the fleet cost is set (default: by requests)")
-    pn.add_argument("--seeds", type=int, default=3, help="replay seeds per scenario (default 3)")
-    pn.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
-                    help="calibrate the twin at the observed fleet size: its mean inter-token latency and prefill "
-                    "time equal the observed (default on; --no-calibrate runs the fitted law as it is)")
-    engine = pn.add_argument_group(
-        "engine facts", "what you know of your engine overrides what is read from the data (shown as 'given')")
-    engine.add_argument("--kv-cache-tokens", type=int,
-                        help="KV capacity of one replica in tokens (vLLM prints it at start-up: 'GPU KV cache size: "
-                        "N tokens'); default: vllm:cache_config_info, else fitted by simulation to "
-                        "kv_cache_usage_perc")
-    engine.add_argument("--max-model-len", type=int, help="--max-model-len of the engine (default: bracketed by "
-                        "the length histograms' buckets)")
-    engine.add_argument("--max-num-seqs", type=int, help="--max-num-seqs (default: read from the data when the cap "
-                        "bound, else vLLM's 256)")
-    engine.add_argument("--max-num-batched-tokens", type=int,
-                        help="chunked-prefill token budget per step (default: from iteration_tokens_total, else "
-                        "vLLM's 8192)")
-    engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
-    engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
-                        help="routing policy in front of the replicas (default: least_outstanding, assumed)")
-    pn.add_argument("--path-label", action="append", help="label(s) whose values name a path (default __model__: the engine's model label)")
-    _add_ray(pn, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
-             "default every core)")
-    pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    pn.add_argument("--policy", metavar="FILE.yaml", help="policy rows beside the static scenarios: autoscaler, "
-                    "admission, retry and degradation (schema: README, 'The policy file')")
-    pn.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
-    pn.add_argument("--format", choices=["json", "markdown", "csv"], default="markdown")
-    _add_db(pn, default_memory=True)
-    _add_store(pn)
-    pn.add_argument("--start", help="with --prometheus: ISO-8601, Unix seconds or relative (default now-1d)")
-    pn.add_argument("--end", help="with --prometheus: default now")
-    pn.set_defaults(func=lambda a: _with_live(a, "scenarios", cmd_scenarios))
-
-    pv = sub.add_parser("saved", help="saved scenario sets: list, show, compare, export, import, delete")
-    pv.add_argument("action", choices=["list", "show", "compare", "export", "import", "delete"])
-    pv.add_argument("names", nargs="*", help="set names (import: JSON files written by export)")
-    pv.add_argument("--format", choices=["text", "json"], default="text")
-    _add_db(pv)
-    pv.set_defaults(func=cmd_saved)
-
-    pb = sub.add_parser("bench", help="benchmarks against prometheus_client, pandas, a bare scan and Prometheus, "
-                        "on generated data (README, \"Benchmarks\")")
-    pb.add_argument("--size", choices=["small", "full"], default="small",
-                    help="small: under a minute; full: 1 M text lines, 1/10/100 M samples, a 30-day cube, a day replay")
-    pb.add_argument("--format", choices=["table", "json"], default="table")
-    pb.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month")
-    pb.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
-    pb.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
-    _add_ray(pb, "also run the replay benchmark's grid on a Ray cluster, against the local pool")
-    pb.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    pb.set_defaults(func=cmd_bench)
-
-    pd_ = sub.add_parser("dashboard", help="open the Streamlit dashboard (bundled sample if the workspace is empty)")
-    pd_.add_argument("--port", type=int, default=8501)
-    pd_.add_argument("--host", default=DEFAULT_HOST,
-                     help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0 or :: for "
-                     "every interface — put an authenticating reverse proxy in front, README \"Team deployment\")")
-    pd_.add_argument("--max-upload-mb", type=int, default=DEFAULT_MAX_UPLOAD_MB,
-                     help=f"largest file the Data page accepts, in MB (default {DEFAULT_MAX_UPLOAD_MB})")
-    pd_.add_argument("--open-browser", action="store_true", help="open the dashboard in the default browser")
-    pd_.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="after --: options passed to streamlit run (e.g. -- --server.baseUrlPath headroom)")
-    _add_db(pd_)
-    pd_.set_defaults(func=cmd_dashboard)
-
-    # parsed by app.simulator.cli (see main); listed here for `headroom --help`
+def add_simulate(sub: Any) -> None:
+    """Listed for ``headroom --help``; ``app.simulator.cli`` parses its flags (see :func:`main`)."""
     sub.add_parser("simulate", help="run the fleet simulator (regenerates the bundled sample: "
                    "headroom simulate --seed 7 --out data/sample)", add_help=False)
+
+
+COMMANDS = (add_load, add_cube, add_report, add_tail, add_fetch, add_rules, add_scenarios, add_saved, add_bench,
+            add_dashboard, add_simulate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="headroom", description=__doc__.splitlines()[0],
+                                epilog="headroom COMMAND --help says what a command does, with examples.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
     return p
 
 

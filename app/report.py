@@ -28,7 +28,7 @@ def _iso(dt: datetime) -> str:
 def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise],
           start: datetime | None = None, end: datetime | None = None, include_failed: bool = True,
           exact_joint: dict[str, float] | None = None) -> dict[str, Any]:
-    """The report document (README, "headroom report"): one entry per path with request histograms."""
+    """The report document (docs/cli/report.md): one entry per path with request histograms."""
     start, end = pm.time_range(ws, cube_id, start, end)
     frame = pm.shares(ws, cube_id, promises, start, end, include_failed=include_failed)
     alerts = pm.burn_alerts(ws, cube_id, window_s, promises, start, end, include_failed=include_failed)
@@ -87,7 +87,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
     notes = [p for p in doc["paths"] if p["tpot"] and p["tpot"].get("basis") == "tokens"]
     if notes:
         lines += ["", "TPOT \"per token\": the engine exports no per-request TPOT histogram; the share is of "
-                  "inter-token gaps, and the joint interval uses the request bound of methods.md 3.2."]
+                  "inter-token gaps, and the joint interval uses the request bound of docs/methods.md#tpot-basis."]
     inexact = [p["path"] for p in doc["paths"] for k in ("ttft", "tpot") if p[k] and p[k]["exact"] is False]
     if inexact:
         lines += ["", "A threshold that is not a bucket bound gives an interpolated estimate and its hard "

@@ -1,7 +1,7 @@
 """The promise as Prometheus rules: recording rules for each path's breach ratio per signal at the
-windows the SRE workbook's multiwindow alerts read, and the burn-rate alerts (methods.md §5.2).
+windows the SRE workbook's multiwindow alerts read, and the burn-rate alerts (docs/methods.md#multiwindow-alerts).
 
-A breach ratio from a classic histogram is exact only at a bucket bound (methods.md §5.1), so a
+A breach ratio from a classic histogram is exact only at a bucket bound (docs/methods.md#share-above-threshold), so a
 threshold must be one; for one between bounds the error names the neighbouring bounds and the vLLM
 ``--custom-histogram-buckets`` value that would make it exact, or ``allow_interpolated`` uses the
 bound below it (every breach of the threshold is counted, and the requests between that bound and

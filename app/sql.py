@@ -36,8 +36,8 @@ import duckdb
 import pyarrow as pa
 
 # DuckDB 2.0's ``con.sql(...)`` binds a statement once for the relation's schema and again to run
-# it; its client runs a statement once through ``duckdb._seam.submit`` (10-17 ms less on the
-# promise queries, whose plans are large). Where a client has no such function, ``con.sql`` serves.
+# it; its client runs a statement once through ``duckdb._seam.submit``, which matters for the
+# promise queries, whose plans are large. Where a client has no such function, ``con.sql`` serves.
 try:
     from duckdb._seam import DEFAULT_BATCH_SIZE as _BATCH
     from duckdb._seam import submit as _submit
@@ -278,8 +278,8 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
 def ensure_macros(con: duckdb.DuckDBPyConnection) -> None:
     """``install_macros`` unless it already ran on ``con``: the ingest readers run on a workspace's
     connection (macros installed at connect; no DDL wanted inside its load transaction) or on a bare
-    one (tests, tools). Asking DuckDB instead (``duckdb_functions()``) costs 30-80 ms a call, and a
-    failed probe would abort the caller's transaction."""
+    one (tests, tools). Asking DuckDB instead (``duckdb_functions()``) would cost a catalog query per
+    call, and a failed probe would abort the caller's transaction."""
     if con not in _WITH_MACROS:
         install_macros(con)
 

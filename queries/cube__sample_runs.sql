@@ -41,11 +41,11 @@ stored as not materialized (
 scanned as (
     -- the samples in storage order, each beside the rows before and after it in that order (an empty
     -- OVER: a streaming lag/lead, no sort), in four ranges of row ids ($row_cuts) read side by side:
-    -- the streaming window of one range runs on one thread (the month's pass over 185 M samples:
-    -- 19.7 s on one core of two, 11.3 s in four ranges). A range's ends only end runs, which
+    -- the streaming window of one range runs on one thread, so four ranges keep both cores busy.
+    -- A range's ends only end runs, which
     -- cube__run_links links. Every series' samples, even for a cube of some signals (`final` keeps
-    -- cube_series' own): a join or semi-join on the series before an empty OVER made the month's pass
-    -- 2x slower (47 s against 25 s)
+    -- cube_series' own): a join or semi-join on the series before an empty OVER made the pass about
+    -- twice as slow
     select
         series_id, t_us, value,
         lag(series_id) over () as scan_prev_series,

@@ -3,7 +3,7 @@
 --   consecutive scrapes, a delta attributed to the window holding its later sample; a reset takes
 --   the new value) and min/sum/count/max of a gauge. A histogram's reset is detected jointly: a
 --   decrease of any bucket or of `_count`, or a change of `_created`, at a scrape resets every
---   series of that label set (methods.md TV-2.5). A series' first sample is a baseline, as in
+--   series of that label set (docs/methods.md#joint-resets). A series' first sample is a baseline, as in
 --   PromQL, unless its `_created` time says it began after its replica's first scrape, or its
 --   replica was scraped only once (a snapshot: the value is the increase since the server started).
 --   Windows are left-open, right-closed: (window_start, window_start + window_s], like a PromQL

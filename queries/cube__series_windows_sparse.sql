@@ -5,12 +5,12 @@
 --   per-window aggregate (at a month of 60 s scrapes read in 60 s windows, tens of millions of
 --   groups). A window's increase is its sample's delta: the value minus the previous sample's, or
 --   the value itself when its label set reset at that scrape (a bucket or `_count` decrease, a
---   `_created` change: methods.md TV-2.5), 0 for a series' first sample (a baseline) plus the value
+--   `_created` change: docs/methods.md#joint-resets), 0 for a series' first sample (a baseline) plus the value
 --   when the series began in the data (its `_created`, or a replica scraped once), exactly as
 --   cube__series_windows' rules give for a window of one sample; a gauge's min, sum and max are the
 --   value, its count 1. Its own query, not a branch of cube__series_windows: there the shared plan
---   (materialized CTEs read two or three times) took 123 s on a month's 45 M demand samples against 28 s
---   here, so the first-sample rules (`created`, `first_counted`) are written again here.
+--   (materialized CTEs read two or three times) took several times as long on a month's demand
+--   samples, so the first-sample rules (`created`, `first_counted`) are written again here.
 -- grain: one row per (series_id, window_start)
 -- reads: cube_run_links, cube_sample_runs, cube_series, samples
 -- @param dataset_ids INTEGER[]  datasets to include

@@ -16,8 +16,8 @@ totals as (
 gaps as (
     -- the scrape interval is a median of gaps: 256 series tell it as well as every series does.
     -- A repeated time only adds a gap of 0, which the median skips: the positive gaps are those
-    -- of the distinct times (without a DISTINCT over the series' samples first: 10 M samples
-    -- 85 against 140 ms)
+    -- of the distinct times, so no DISTINCT over the series' samples is needed first (it would cost
+    -- a pass more than the zero gaps it removes)
     select epoch(ts) - epoch(lag(ts) over (partition by series_id order by ts)) as gap_s
     from samples
     where dataset_id = $dataset_id and series_id in (

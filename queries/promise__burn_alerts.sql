@@ -1,6 +1,6 @@
 -- name: promise__burn_alerts
 -- purpose: per window and path the burn rate of the joint promise's error budget, and the states of
---   the multiwindow multi-burn-rate alerts of the SRE workbook (methods.md 5.2): page when both the
+--   the multiwindow multi-burn-rate alerts of the SRE workbook (docs/methods.md#multiwindow-alerts): page when both the
 --   1 h and 5 min burn exceed the fast factor (14.4 for a 30-day SLO: 2 % of the budget in 1 h),
 --   page when 6 h and 30 min exceed the slow factor (6: 5 % in 6 h), ticket when 3 d and 6 h exceed
 --   the ticket factor (1: 10 % in 3 d).

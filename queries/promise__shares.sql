@@ -3,13 +3,13 @@
 --   threshold with honest bounds, and the joint promise; per window also the burn rate and the
 --   multiwindow burn-rate alerts (those of promise__burn_alerts, in the same pass).
 --   For TTFT, TPOT, E2E and queue time: the
---   estimate (linear interpolation inside the bucket holding the threshold, methods.md 1.4), the
+--   estimate (linear interpolation inside the bucket holding the threshold, docs/methods.md#share-above-threshold), the
 --   hard bounds from the neighbouring bucket bounds, and `exact` when the threshold is a bound.
 --   TPOT is per request from the per-request TPOT histogram when the engine exports one (basis
 --   `requests`); otherwise it is the inter-token latency share (basis `tokens`), and the request
 --   share is only bounded: 0 <= request share <= ITL observations above the threshold / finished
---   requests (methods.md 3.2). The joint share (any set threshold breached, or the request failed)
---   is the Fréchet interval [max of the lows, min(1, sum of the highs)] (methods.md 3.1).
+--   requests (docs/methods.md#tpot-basis). The joint share (any set threshold breached, or the request failed)
+--   is the Fréchet interval [max of the lows, min(1, sum of the highs)] (docs/methods.md#frechet).
 --   Per window and path, each threshold's breach counts (estimate and bounds, macros/breach) come
 --   from the bounds around it, picked by position in that window's own bucket layout
 --   (cube__window_histograms); over a range the windows' counts add up (interpolation is linear in
@@ -21,12 +21,10 @@
 --   consecutive and its first and last stored windows have requests. `misfits` counts the stored
 --   windows so far that break this (out of order, a missing window, an idle first or last one):
 --   when the last row's is not 0, the caller sorts the rows and runs promise__burn_alerts on them.
---   The five histograms' blocks are written out, not once, because once was slower (DuckDB 2.0.1,
---   the bench's 30-day 10-path cube, alternating runs, the same tables): through struct macros
---   (counts at the threshold, breaches per window, sums over the range) this statement took a
---   median 177 ms against 151 (41 runs) and promise_change 260 ms against 242 (61 runs); one macro
---   without the intermediate struct 202 against 151 (the repeated list lookups are not shared); one
---   row per (window, path, signal) needs an unpivot and a PIVOT back, 28-45 ms for those alone.
+--   The five histograms' blocks are written out, not shared: through struct macros, or one macro
+--   per block, DuckDB repeats the list lookups at each use instead of sharing them, and one row per
+--   (window, path, signal) needs an unpivot and a PIVOT back; both were slower than the repetition
+--   (the commit that chose this has the timings).
 -- grain: one row per path with a NULL window_start when $over_range (in no set order), and one per
 --   (path, window_start) when $per_window, by path and time as stored (see `misfits`); ask for one
 --   of the two

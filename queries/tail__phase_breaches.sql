@@ -3,7 +3,7 @@
 --   threshold of the breach they may explain: TTFT, queue time and prefill time above the path's
 --   TTFT threshold (breach `ttft`); e2e, queue, prefill and decode time above its e2e threshold
 --   (breach `e2e`). Estimate (linear interpolation inside the bucket holding the threshold) and
---   the hard bounds from the neighbouring bucket bounds (macros/breach, methods.md 1.4), as
+--   the hard bounds from the neighbouring bucket bounds (macros/breach, docs/methods.md#share-above-threshold), as
 --   counts so that windows add up. n is the +Inf bucket (the `_count` increase when it is missing).
 -- grain: one row per (window_start, path, breach, signal) where the histogram has buckets
 -- reads: cube_rows

@@ -1,6 +1,6 @@
 -- name: tail__window_quantiles
 -- purpose: per window and path, a quantile of each request-latency histogram (TTFT, TPOT, e2e,
---   queue time) as Prometheus' histogram_quantile computes it on classic buckets (methods.md 1.2:
+--   queue time) as Prometheus' histogram_quantile computes it on classic buckets (docs/methods.md#quantile:
 --   linear interpolation inside the bucket holding the rank, the lower edge 0 for the first bucket,
 --   the highest finite bound when the rank falls in +Inf), with the hard interval of the bucket it
 --   falls in (any within-bucket distribution): the tail over time without averaging windows

@@ -1,4 +1,4 @@
-"""The imports form no circle and no module imports one above it (README, "Architecture")."""
+"""The imports form no circle and no module imports one above it (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # bottom to top; a module may import its own layer or those below. The CLI, benchmarks and pages are
 # the top: nothing imports them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("app.sql", "app.jsonable", "app.escape", "app.ingest", "app.simulator"),
+    ("app.sql", "app.jsonable", "app.escape", "app.provenance", "app.ingest", "app.simulator"),
     ("app.store",),
     ("app.cube", "app.promise"),
     ("app.records",),
@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.economics", "app.report", "app.rules"),
     ("app.tail",),
     ("app.ui",),
-    ("app.cli", "app.bench", "app.app_pages", "app.streamlit_app", "app.__main__"),
+    ("app.cli", "app.bench", "app.docgen", "app.app_pages", "app.streamlit_app", "app.__main__"),
 )
 
 

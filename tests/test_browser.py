@@ -4,7 +4,9 @@ Playwright through Debian's /usr/bin/chromium (never `playwright install`).
 Data page on the sample (a 1-hour slice of the bundled day, the export an empty workspace opens on) →
 upload a real /metrics capture and read its summary → Promise: change a threshold and see the share
 move to the value computed from the raw samples → Economics: run two scenarios and see the cheapest N' →
-Capacity model → Tail: the attribution, the rule, and the twin's attribution of the Economics run.
+Capacity model → Tail: the attribution, the rule, and the twin's attribution of the Economics run →
+Scenario sets, with the Economics run saved. Each page's screenshot goes to docs/img/dashboard/, the
+pictures of the docs' dashboard tour (HEADROOM_SCREENSHOTS=DIR writes them elsewhere).
 One interaction at a time, each followed by an ``expect`` on its visible effect (environment recipes,
 pitfall 12). Under CI=true a missing Chromium fails the test instead of skipping it.
 """
@@ -27,6 +29,8 @@ from app.ui import state
 from tests.conftest import IN_CI, REAL_CAPTURES
 from tests.support.servers import running
 from tests.test_pages import APP, INTERACTIVE, ROOT, independent_ttft_share, make_slice
+
+SHOTS = ROOT / "docs" / "img" / "dashboard"  # the docs' dashboard tour shows what this journey saw
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -61,7 +65,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("browser")
-    dirs = {name: root / name for name in ("tmp", "xdg-config", "xdg-cache", "shots")}
+    dirs = {name: root / name for name in ("tmp", "xdg-config", "xdg-cache")}
     for d in dirs.values():
         d.mkdir()
     dirs["root"] = root
@@ -95,7 +99,7 @@ def app_url(scratch: dict[str, Path]) -> Iterator[str]:
 def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    shots = Path(os.environ.get("HEADROOM_SCREENSHOTS") or scratch["shots"])
+    shots = Path(os.environ.get("HEADROOM_SCREENSHOTS") or SHOTS)
     shots.mkdir(parents=True, exist_ok=True)
     expected_share = independent_ttft_share(scratch["sample"], INTERACTIVE, "1.0")
     with sync_playwright() as p:
@@ -157,6 +161,9 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
         expect(cheapest.get_by_test_id("stMetricValue")).to_have_text(re.compile(r"^[45]$"), timeout=SLOW)
         expect(page.get_by_text(re.compile(r"pricing took [\d.]+ ms"))).to_be_visible(timeout=SLOW)
         page.screenshot(path=str(shots / "3-economics.png"))
+        page.get_by_label(re.compile("Save these results as a named set")).fill("journey 4-5")
+        page.get_by_role("button", name="Save set").click()
+        expect(page.get_by_text(re.compile(r"Saved journey 4-5: compare it"))).to_be_visible(timeout=SLOW)
 
         # 5. the capacity model behind the run
         nav.get_by_text("Capacity model", exact=True).click()
@@ -179,13 +186,21 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
             timeout=SLOW)
         expect(page.get_by_test_id("stDownloadButton")).to_have_count(2, timeout=SLOW)
         page.screenshot(path=str(shots / "5-tail.png"), full_page=True)
+
+        # 7. Scenario sets: the Economics run saved above, listed and compared
+        nav.get_by_text("Scenario sets", exact=True).click()
+        expect(page.get_by_role("heading", name="Scenario sets", exact=True)).to_be_visible(timeout=SLOW)
+        expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=SLOW)
+        expect(page.get_by_role("button", name="Use the inputs of journey 4-5 on the Economics page")).to_be_visible(
+            timeout=SLOW)
+        page.screenshot(path=str(shots / "6-scenario-sets.png"))
         browser.close()
 
 
 def test_the_default_grid_on_the_bundled_day(tmp_path_factory: pytest.TempPathFactory) -> None:
     """As README's set-up command opens it: the whole bundled day, the Economics page's default grid
-    (N' 2…8, one seed) from the click to the cheapest N' on screen. The seconds are printed (README
-    quotes them; a figure, not an assertion: timing belongs to the benchmarks)."""
+    (N' 2…8, one seed) from the click to the cheapest N' on screen. The seconds are printed (a
+    figure, not an assertion: timing belongs to the benchmarks)."""
     _require_browser()
     from playwright.sync_api import expect, sync_playwright
 

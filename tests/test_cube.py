@@ -1,4 +1,4 @@
-"""Hand-computed cube tables for tiny fixtures, and the TV-2.x vectors of methods.md."""
+"""Hand-computed cube tables for tiny fixtures, and the counter cases of docs/methods.md#counters."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def values(frame: pd.DataFrame, signal: str | None, stat: str, le: float | None 
 
 
 def test_tv_2_4_reset_inside_a_window(ws: Workspace) -> None:
-    # methods.md TV-2.4: 60 s windows, 15 s scrapes, restart between t=60 and t=75
+    # docs/methods.md#exact-increases: 60 s windows, 15 s scrapes, restart between t=60 and t=75
     pts = [(0, 100), (15, 110), (30, 130), (45, 131), (60, 150), (75, 5), (90, 20), (105, 20), (120, 41)]
     load(ws, samples("vllm:prompt_tokens_total", V1, pts))
     frame = cube(ws, 60)
@@ -97,7 +97,7 @@ def test_labels_in_another_order_are_one_series(ws: Workspace) -> None:
 
 
 def test_non_monotone_bucket_is_repaired_and_counted(ws: Workspace) -> None:
-    # methods.md TV-1.6: le=0.75 increased less than le=0.5 in the window
+    # docs/methods.md#non-monotone-buckets: le=0.75 increased less than le=0.5 in the window
     les = ["0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "+Inf"]
     zero = [0] * 8
     rows = histogram(TTFT, V1, les, [(0, zero, 0.0), (60, [120, 400, 700, 695, 930, 990, 998, 1000], 500.0)])
@@ -247,7 +247,7 @@ def test_parse_window_rejects(text: str) -> None:
 
 # -- tiling: windows add up exactly, whatever the resets ------------------------------------------
 def _oracle_total(values_: list[float]) -> float:
-    """Sum of positive deltas with a reset taking the new value (methods.md 2.2), first sample = baseline."""
+    """Sum of positive deltas with a reset taking the new value (docs/methods.md#exact-increases), first sample = baseline."""
     total = 0.0
     for prev, cur in zip(values_, values_[1:], strict=False):
         total += cur if cur < prev else cur - prev

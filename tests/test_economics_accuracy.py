@@ -6,7 +6,7 @@ minimally (no cache_config_info, no iteration_tokens_total, no prefill/decode hi
 scenarios each. The economics are fitted on the export alone; each scenario's truth is the fleet's own
 simulator replaying the same arrivals. Goal: every unflagged row within +-20 % relative or +-0.5 pp
 of the truth (TTFT and joint share), every flagged row's interval holding the true joint share. The
-full family, both export kinds, every scenario: `python -m app.economics.accuracy` (README).
+full family, both export kinds, every scenario: `python -m app.economics.accuracy` (docs/accuracy.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""methods.md §4 (queueing, TV-4.x) and §7 (the decision arithmetic, TV-7.1) reproduced exactly."""
+"""Queueing (docs/methods.md#queueing) and the decision arithmetic (docs/methods.md#decision), exactly."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ reader), and structured mutations of a valid file of every format (the metric fo
 one small vLLM-like frame, the per-request record formats from the query fixtures): byte edits,
 truncation, line edits, numbers and label values swapped for hostile ones, JSON trees with nodes
 replaced, gzip around any of them. ``HEADROOM_FUZZ_EXAMPLES`` raises the number of examples per test
-(README, Tests: the longer run and what it found).
+(docs/testing.md#fuzzing: the longer run and what it found).
 """
 
 from __future__ import annotations

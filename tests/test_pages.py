@@ -31,7 +31,7 @@ from app.economics.replay import RunShares
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import promise as promise_view
-from app.ui import session, state
+from app.ui import session, state, tables
 from tests.conftest import REAL_CAPTURES
 from tests.support import small_export
 
@@ -138,6 +138,18 @@ def settings(db: Path, key: str) -> object:
 
 
 # -- every page ------------------------------------------------------------------------------------------
+def test_empty_cells_read_as_a_dash_never_none() -> None:
+    """The slice has no per-request records: the Promise page's "joint exact %" is empty, shown as "—"
+    (``app/ui/tables.py``), and no table of the page shows None, nan or NaT."""
+    at = goto(open_app(), "promise")
+    summary = table(at, "promise_summary")
+    assert summary["joint exact %"].tolist() == [tables.EMPTY] * len(summary)
+    for frame in (d.value for d in at.dataframe):
+        cells = {str(v) for v in frame.to_numpy().ravel()}
+        assert not {"None", "nan", "NaN", "NaT", "<NA>"} & cells, frame
+
+
+
 def test_the_router_registers_the_six_pages() -> None:
     assert registered_pages() == ["app_pages/data.py", "app_pages/promise.py", "app_pages/economics.py",
                                   "app_pages/model.py", "app_pages/tail.py", "app_pages/sets.py"]

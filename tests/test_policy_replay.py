@@ -1,5 +1,5 @@
 """Policies replayed (issue 15, parts 3-5): the compiled policy loop against the Python one, bit for
-bit; the retry arithmetic of methods.md 8.2; the autoscaler's decisions on a hand-made load."""
+bit; the retry arithmetic of docs/methods.md#retries; the autoscaler's decisions on a hand-made load."""
 
 from __future__ import annotations
 

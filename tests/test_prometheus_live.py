@@ -144,8 +144,7 @@ def _group(metric: str, labels: dict[str, str]) -> tuple:
 
 
 def _headroom_resets(points: dict[tuple, list[tuple[float, float]]]) -> dict[tuple, set[float]]:
-    """Scrape times at which a histogram label set resets the way Headroom detects it (methods.md
-    2.2, joint): any bucket or ``_count`` decreases, or ``_created`` changes."""
+    """Scrape times at which a histogram label set resets the way Headroom detects it (docs/methods.md#joint-resets): any bucket or ``_count`` decreases, or ``_created`` changes."""
     out: dict[tuple, set[float]] = defaultdict(set)
     for (metric, labels), pts in points.items():
         suffix = metric.rsplit("_", 1)[1]
@@ -283,7 +282,7 @@ def _formula_parts(pts: list[tuple[float, float]], start: float, end: float, sem
 
 # -- tests ---------------------------------------------------------------------------------------------
 def test_oracle_reproduces_the_methods_vectors() -> None:
-    """The oracle itself, on methods.md TV-2.1 .. TV-2.4 (3.x) and the 2.x reading of TV-2.4."""
+    """The oracle itself (docs/methods.md#promql-increase) on four cases (3.x) and the 2.x reading of the last."""
     tv = {
         "TV-2.1": ([(5, 10), (20, 25), (35, 4), (50, 19)], 45.33333333333333),
         "TV-2.2": ([(10, 1), (25, 16), (40, 31), (55, 46)], 51.0),
@@ -309,7 +308,7 @@ def test_oracle_reproduces_the_methods_vectors() -> None:
 
 
 def test_openmetrics_file_is_what_promtool_needs(fleet: Fleet) -> None:
-    """environment-recipes.md pitfalls 7-8: `# EOF`, LF only, seconds timestamps, MetricPoints
+    """The OpenMetrics pitfalls of a backfill: `# EOF`, LF only, seconds timestamps, MetricPoints
     together (timestamps never go backwards within a label set; promtool drops such samples
     silently)."""
     text = fleet.openmetrics.read_bytes().decode()

@@ -1,4 +1,5 @@
-"""The worked examples of methods.md §1, §3 and §5 through the promise queries (TV-1.x, TV-3.x, TV-5.x)."""
+"""Breach shares, bounds, the joint promise and burn rates through the promise queries
+(docs/methods.md#share-above-threshold, docs/methods.md#joint-promise, docs/methods.md#burn-rates)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ VictoriaMetrics holding every serving series of a simulated 2 h, 2-replica, 2-pa
 scraped from 01:18:00 to 01:27:36; each replica scraped at its own offset so no sample sits on a window
 edge), against what the same data gives as a file:
 
-- Prometheus: every cell of the pushdown cube is what the PromQL oracle (``tests/support/promql_oracle``,
+- Prometheus: every cell of the pushdown cube is what the PromQL oracle (``tests/support/promql_oracle.py``,
   ``extrapolatedRate`` of the raw samples, version-aware) gives for the series Headroom maps to that path
   and signal, summed, with the cube's bucket envelope; gauges' min/mean/max and the replica count are the
   file cube's exactly; so the pushdown cube differs from the file cube exactly by PromQL's extrapolation

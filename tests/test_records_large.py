@@ -1,6 +1,6 @@
 """A ``vllm bench serve --save-detailed`` result loads in memory that follows its records, not its size:
 the per-token gaps and generated texts (most of such a file) are skipped by ``app.ingest.jsonscan``
-and never parsed. A 1 GB result (README "Per-request records of any size") is the measured case; here
+and never parsed. A 1 GB result (docs/input-formats.md#per-request-records) is the measured case; here
 a small one checks the records, and two files of the same records, one ten times the other's size,
 check the loader's peak memory does not grow with the file."""
 

@@ -86,7 +86,7 @@ def _histogram(samples: list, family: str) -> tuple[dict[float, float], float]:
 
 
 def _share_bounds(buckets: dict[float, float], n: float, t: float) -> tuple[float, float, bool, float]:
-    """(low, high, exact, observations above t at most) of the share above ``t`` (methods.md 1.4)."""
+    """(low, high, exact, observations above t at most) of the share above ``t`` (docs/methods.md#share-above-threshold)."""
     if t in buckets:
         s = (n - buckets[t]) / n
         return s, s, True, n - buckets[t]

@@ -1,5 +1,5 @@
 """``headroom rules``: the promise as Prometheus rules, checked by ``promtool`` and unit-tested with
-``promtool test rules`` on a synthetic burn (methods.md §5.2 factors, TV-5.1 and TV-5.3)."""
+``promtool test rules`` on a synthetic burn (docs/methods.md#multiwindow-alerts)."""
 
 from __future__ import annotations
 

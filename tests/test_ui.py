@@ -95,7 +95,7 @@ def test_promise_tables_and_bound_notes(ws: Workspace) -> None:
     frame = shares(ws, cube_id, [Promise(ttft_s=0.6, tpot_s=0.05, target=0.99)], start, end)
     summary, marginals = promise_view.promise_tables(frame, {"chat": 0.1})
     s = summary.set_index("path").loc["chat"]
-    # TTFT 0.6 s lies inside (0.5, 0.75]: estimate 24 %, bounds [15 %, 30 %] (methods.md TV-1.5);
+    # TTFT 0.6 s lies inside (0.5, 0.75]: estimate 24 %, bounds [15 %, 30 %] (docs/methods.md#share-above-threshold);
     # TPOT 0.05 s is a bound: 1 %. Joint: Fréchet [max(15, 1), min(100, 30 + 1)] %
     m = marginals.set_index("signal")
     assert m.loc["TTFT", "breach %"] == pytest.approx(24.0)

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.cube import parse_window
 from app.escape import md
-from app.ui import cache, charts, state
+from app.ui import cache, charts, state, tables
 from app.ui import data as data_view
 from app.ui.page import open_page
 
@@ -62,7 +62,7 @@ with st.expander("Connect: read from Prometheus, Thanos, Mimir, Cortex or Victor
         mode = c[0].radio("Read", [data_view.READ_RAW, data_view.READ_PUSHDOWN], key=state.LIVE_MODE,
                           help="Pushdown pulls only the windows (PromQL increase() and *_over_time at step = window, "
                           "summed by the path labels in the store, a day per query): far less to read, but counts "
-                          "are extrapolated to each window's edges (README: Pushdown and extrapolation)")
+                          "are extrapolated to each window's edges (docs: Live stores, Pushdown and extrapolation)")
         window = c[1].text_input("Pushdown window", value="5m", key=state.LIVE_WINDOW,
                                  help="the window the store computes; the pages may use any multiple of it")
         labels = c[2].text_input("Pushdown path labels", key=state.LIVE_LABELS,
@@ -90,7 +90,7 @@ if state.LAST_REPORTS in st.session_state:
     st.subheader("Last load")
     for level, text in st.session_state.get(state.LAST_MESSAGES, []):
         {"error": st.error, "warning": st.warning, "success": st.success}[level](text)
-    st.dataframe(reports, hide_index=True, key="last_load_table")
+    tables.dataframe(reports, hide_index=True, key="last_load_table")
 
 
 # -- datasets ----------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ st.subheader("Datasets")
 st.caption("The datasets are shared: every file loaded here, by anyone, is listed for everyone on this workspace, "
            "and a delete removes it for everyone. Which of them feed *your* analysis is your choice below.")
 datasets = data_view.datasets(ws)
-st.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
+tables.dataframe(datasets, hide_index=True, key="datasets_table", column_config={
     "scrape_interval_s": st.column_config.NumberColumn("scrape interval (s)"),
     "snapshot": st.column_config.CheckboxColumn("single snapshot")})
 names = {int(i): name for i, name in zip(datasets["dataset_id"], datasets["name"], strict=True)}
@@ -161,7 +161,7 @@ else:
     else:
         totals = traffic.groupby("path", as_index=False).agg(requests=("requests", "sum"),
                                                              replicas=("replicas", "max"))
-        st.dataframe(totals, hide_index=True, key="paths_table",
+        tables.dataframe(totals, hide_index=True, key="paths_table",
                      column_config={"requests": st.column_config.NumberColumn(format="%d")})
         st.plotly_chart(charts.requests_over_time(traffic, ref.window_s), key="requests_chart", width="stretch")
 

@@ -16,7 +16,7 @@ import streamlit as st
 
 from app.economics import render, saved
 from app.escape import md
-from app.ui import cache, charts, state
+from app.ui import cache, charts, state, tables
 from app.ui import data as data_view
 from app.ui import economics as economics_view
 from app.ui import promise as promise_view
@@ -207,7 +207,7 @@ else:
     money = st.column_config.NumberColumn(format="$%.2f")
     pct = st.column_config.NumberColumn(format="%.3f %%")
     table = economics_view.scenario_table(doc)
-    st.dataframe(table, hide_index=True, key="scenario_table", column_config={
+    tables.dataframe(table, hide_index=True, key="scenario_table", column_config={
         **{c: pct for c in table.columns if c.endswith("%")}, **{c: money for c in table.columns if c.endswith("$")},
         "requests": st.column_config.NumberColumn(format="%d"),
         "expected breaches": st.column_config.NumberColumn(format="%d")})
@@ -221,7 +221,7 @@ else:
         st.subheader("Policies beside the static rows")
         st.plotly_chart(charts.policy_costs(economics_view.fleet_frame(doc, 1.0, 1.0),
                                             economics_view.policy_fleet_frame(doc)), key="policy_chart", width="stretch")
-        st.dataframe(policy_frame, hide_index=True, key="policy_table", column_config={
+        tables.dataframe(policy_frame, hide_index=True, key="policy_table", column_config={
             **{c: pct for c in policy_frame.columns if c.endswith("%")},
             **{c: money for c in policy_frame.columns if c.endswith("$")},
             "degraded answers": st.column_config.NumberColumn(format="%d")})

@@ -16,7 +16,7 @@ import streamlit as st
 from app.economics import decision
 from app.economics.scenarios import Observed
 from app.escape import md
-from app.ui import cache, charts, state
+from app.ui import cache, charts, state, tables
 from app.ui import data as data_view
 from app.ui import economics as economics_view
 from app.ui import model as model_view
@@ -52,7 +52,7 @@ if run is not None:
     st.subheader("One replica, read from the metrics")
     for line in model_view.model_flags(analysis):
         st.warning(f"**Flagged** — {md(line)}")
-    st.dataframe(model_view.model_table(model), hide_index=True, key="model_table", height="content",
+    tables.dataframe(model_view.model_table(model), hide_index=True, key="model_table", height="content",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Source: *given* (your flag or the assumptions on the Economics page), *engine config* "
                "(cache_config_info), *fitted* (from the data, how is said), *calibrated* (set so that the twin at the "
@@ -85,7 +85,7 @@ if run is not None:
     st.subheader(f"Residual at the observed N = {observed.replicas}")
     pct = st.column_config.NumberColumn(format="%.2f %%")
     errors = model_view.model_error_table(analysis)
-    st.dataframe(errors, hide_index=True, key="model_error_table",
+    tables.dataframe(errors, hide_index=True, key="model_error_table",
                  column_config={**{c: pct for c in errors.columns if c.endswith("%")},
                                 **{c: st.column_config.NumberColumn(format="%.1f") for c in errors.columns
                                    if c.endswith("ms")}})
@@ -129,5 +129,5 @@ if run is not None:
         st.caption(f"Isotonic fits of the per-window joint share (low and high ends of its interval) against "
                    f"per-replica load, weighted by requests; observed load {lo:.2f}–{hi:.2f} req/s per replica. "
                    f"Scenarios (traffic ×{g:g}, context ×{m:g}) sit at their request-weighted mean load. The "
-                   "curve ignores backlog carried across windows and pooling (DESIGN.md): where it and the "
+                   "curve ignores backlog carried across windows and pooling (docs: Economics): where it and the "
                    "model part, the model is the estimate and the curve the warning.")

@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import promise
 from app.escape import md
-from app.ui import cache, charts, state
+from app.ui import cache, charts, state, tables
 from app.ui import economics as economics_view
 from app.ui import promise as promise_view
 from app.ui.page import open_page
@@ -138,10 +138,10 @@ for path, items in promise_view.headlines(summary, marginals).items():
         st.markdown(f"**{md(path)}**")
         for col, (label, value, help_text) in zip(st.columns(len(items)), items, strict=True):
             col.metric(label, value, help=help_text)
-st.dataframe(summary, hide_index=True, key="promise_summary", column_config={
+tables.dataframe(summary, hide_index=True, key="promise_summary", column_config={
     **{c: pct for c in summary.columns if c.endswith("%")},
     "requests": st.column_config.NumberColumn(format="%d"), "failed": st.column_config.NumberColumn(format="%d")})
-st.dataframe(marginals, hide_index=True, key="promise_marginals",
+tables.dataframe(marginals, hide_index=True, key="promise_marginals",
              column_config={c: pct for c in marginals.columns if c.endswith("%")})
 st.caption("Joint: the Fréchet interval [max of the lows, min(1, sum of the highs)] — two marginals do not "
            "identify it; the exact value needs per-request records (upload vllm bench / AIPerf / GenAI-Perf exports). "
@@ -149,7 +149,7 @@ st.caption("Joint: the Fréchet interval [max of the lows, min(1, sum of the hig
            "budget remaining = 1 − joint high / (1 − target).")
 if (marginals.get("basis") == "per token (ITL)").any():
     st.info("TPOT *per token*: the engine exports no per-request TPOT histogram, so the share is of inter-token "
-            "gaps; the joint interval uses the request bound (methods.md 3.2).")
+            "gaps; the joint interval uses the request bound (docs/methods.md#tpot-basis).")
 for note in promise_view.bound_notes(marginals, cache.bucket_bounds(db, ref)):
     st.info(md(note))
 if (counts := promise_view.counts_note(ws, ref.id)) is not None:
@@ -165,7 +165,7 @@ st.plotly_chart(charts.breach_share_by_window(by_window, ref.window_s, signal or
 alerts = cache.alerts(db, ref, promises, start, end, include_failed)
 st.plotly_chart(charts.alert_states(alerts, ref.window_s), key="alert_chart", width="stretch")
 prices = promise_view.breach_prices(mine.get_setting(economics_view.SETTING_ECONOMICS, None), paths)
-st.dataframe(promise_view.alert_summary(alerts, ref.window_s, prices), hide_index=True, key="alert_table")
+tables.dataframe(promise_view.alert_summary(alerts, ref.window_s, prices), hide_index=True, key="alert_table")
 if prices is None:
     st.caption("Set a breach price on the Economics page (and run it) to see the budget's burn in dollars per hour "
                "beside the burn rate.")

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.economics import saved
 from app.escape import md
-from app.ui import charts, state
+from app.ui import charts, state, tables
 from app.ui import economics as economics_view
 from app.ui import sets as sets_view
 from app.ui.page import open_page
@@ -50,7 +50,7 @@ if not sets:
 else:
     money = st.column_config.NumberColumn(format="$%.2f")
     listing = sets_view.sets_table(sets)
-    st.dataframe(listing, hide_index=True, key="sets_table",
+    tables.dataframe(listing, hide_index=True, key="sets_table",
                  column_config={c: money for c in listing.columns if c.endswith("$")})
     st.download_button("Export all sets (JSON)", saved.export_json(ws), file_name="headroom-scenario-sets.json",
                        mime="application/json", on_click="ignore", key="sets_export")
@@ -63,12 +63,12 @@ else:
     c1, c2 = st.columns(2)
     a = c1.selectbox("Set A", names, key=state.SET_A)
     b = c2.selectbox("Set B", names, key=state.SET_B)
-    st.dataframe(sets_view.compare_headlines([a, b], [sets[a], sets[b]]), hide_index=True, key="compare_table")
+    tables.dataframe(sets_view.compare_headlines([a, b], [sets[a], sets[b]]), hide_index=True, key="compare_table")
     st.plotly_chart(charts.compare_totals({a: sets_view.set_fleet(sets[a]), b: sets_view.set_fleet(sets[b])}),
                     key="compare_chart", width="stretch")
     costs = ("total_cost_a", "total_cost_b", "breach_cost_a", "breach_cost_b", "headroom_cost_a", "headroom_cost_b",
              "difference")
-    st.dataframe(saved.compare(sets[a], sets[b]), hide_index=True, key="compare_fleet",
+    tables.dataframe(saved.compare(sets[a], sets[b]), hide_index=True, key="compare_fleet",
                  column_config=dict.fromkeys(costs, money))
     st.caption("Per scenario, A's and B's fleet costs over their horizons; difference = B − A.")
     c1.button(f"Use the inputs of {md(a)} on the Economics page", on_click=_use_inputs, args=(a,), key="sets_use_a")

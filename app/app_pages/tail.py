@@ -15,7 +15,7 @@ import streamlit as st
 from app.escape import md
 from app.tail import report as tail_report
 from app.tail import signals
-from app.ui import cache, state
+from app.ui import cache, state, tables
 from app.ui import promise as promise_view
 from app.ui import tail as tail_view
 from app.ui.page import open_page
@@ -57,12 +57,12 @@ st.plotly_chart(tail_view.queue_against_ttft(cache.tail_attribution_windows(db, 
                 key="tail_queue_chart", width="stretch")
 pct = st.column_config.NumberColumn(format="%.2f %%")
 att = tail_view.attribution_table(doc)
-st.dataframe(att, hide_index=True, key="tail_attribution",
+tables.dataframe(att, hide_index=True, key="tail_attribution",
              column_config={c: pct for c in att.columns if c.endswith("%")})
 st.caption("Queue alone above the TTFT threshold is a lower bound on the breaches queueing explains (TTFT includes "
            "the queue wait). The queue, prefill and TTFT histograms are separate marginals: the interval "
            "[max(queue alone, TTFT − prefill alone), min(TTFT, TTFT − prefill alone + queue alone)] is Fréchet's "
-           "(methods.md 3.1); without a prefill histogram it is [queue alone, TTFT].")
+           "(docs/methods.md#frechet); without a prefill histogram it is [queue alone, TTFT].")
 
 st.subheader("What headroom can buy down")
 run = st.session_state.get(state.ECON_RUN)
@@ -76,7 +76,7 @@ elif st.button("Replay with ample replicas", key="tail_twin_button") or state.TA
             for r in cache.twin_attribution(db, run["spec"])]
     doc = {**doc, "twin": [r.as_json() for r in rows]}
     twin = tail_view.twin_table(doc)
-    st.dataframe(twin, hide_index=True, key="tail_twin", column_config={
+    tables.dataframe(twin, hide_index=True, key="tail_twin", column_config={
         **{c: pct for c in twin.columns if c.endswith("%")},
         "capacity breaches / month": st.column_config.NumberColumn(format="%,.0f"),
         "capacity $ / month": st.column_config.NumberColumn(format="$%,.0f")})
@@ -88,7 +88,7 @@ st.subheader("Early and scaling signals")
 scope = st.selectbox("Breach share of", tail_view.scopes(doc), key=state.TAIL_SCOPE)
 mine_scope = next(s for s in doc["signals"] if s["scope"] == scope)
 table = tail_view.signal_table(mine_scope)
-st.dataframe(table, hide_index=True, key="tail_signals",
+tables.dataframe(table, hide_index=True, key="tail_signals",
              column_config={"floor %": pct, **{c: st.column_config.NumberColumn(format="%.2f")
                                               for c in table.columns if c.startswith("Spearman")}})
 rule = mine_scope["rule"]

@@ -1,4 +1,4 @@
-"""The benchmark document as a table (for people) or JSON (for machines; shape in README)."""
+"""The benchmark document as a table (for people) or JSON (for machines; shape in docs/cli/bench.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ GOALS = {
 
 
 def document(machine: dict[str, Any], results: list[Result], growth: float | None, size: str,
-             seconds: float) -> dict[str, Any]:
+             seconds: float, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The benchmark document; ``provenance`` (:func:`app.provenance.record`) says which commit ran on
+    which machine, and when, for the generated benchmark page."""
     return {"machine": machine, "size": size, "results": [r.as_json() for r in results],
-            "growth_exponent": growth, "total_seconds": round(seconds, 1)}
+            "growth_exponent": growth, "total_seconds": round(seconds, 1), "provenance": provenance}
 
 
 def to_json(doc: dict[str, Any]) -> str:
@@ -63,66 +65,103 @@ def _samples(n: int | None) -> str:
     return str(n)
 
 
+# what each goal checks, on a result of ``--size full`` (the sizes the goals are set for)
+CHECKS = {
+    "text_ingest": lambda r: r["ratio"] >= 15 and r["detail"]["lines_per_s"] >= 1.5e6,
+    "cube_build": lambda r: r["ratio"] >= 0.5 and (r["samples"] < 50e6 or (r["peak_rss_mb"] or 0) <= 4096),
+    "parquet_to_cube": lambda r: r["ratio"] >= 10,
+    "promql_cube": lambda r: r["ratio"] >= 1,
+    "promise_change": lambda r: r["seconds"] <= 0.1,
+    "price_change": lambda r: r["seconds"] <= 0.05,
+    "scenario_replay": lambda r: r["seconds"] <= 0.01,
+    "scenario_grid": lambda r: r["seconds"] <= 15,
+    "economics_month": lambda r: r["seconds"] <= 300 and (r["peak_rss_mb"] or 0) <= 4096,
+}
+
+
+def goal(r: dict[str, Any]) -> str:
+    return GOALS.get((r["name"], r["reference"]), GOALS.get((r["name"], None), ""))
+
+
+def goal_met(r: dict[str, Any], size: str) -> bool | None:
+    """Whether ``r`` meets its goal; None where it has none, or the run was not of the full size."""
+    check = CHECKS.get(r["name"])
+    if check is None or size != "full" or not goal(r):
+        return None
+    return bool(check(r))
+
+
+def note(r: dict[str, Any]) -> str:
+    """What a result's detail adds to its row, in words."""
+    out = []
+    d = r["detail"]
+    if r["name"] == "text_ingest":
+        out.append(f"{d['lines_per_s'] / 1e6:.2f} M lines/s vs {d['reference_lines_per_s'] / 1e6:.3f} M; "
+                   "same samples")
+    if r["name"] == "parquet_to_cube":
+        if d.get("cube_kept_by_load"):
+            out.append(f"load {d['load_s']:.1f} s (keeps the 5-minute cube) + finding it "
+                       f"{d['first_cube_s'] * 1000:.0f} ms")
+        else:
+            out.append(f"load {d['load_s']:.1f} s + cube {d.get('first_cube_s', d['cube_s']):.2f} s")
+        out.append(f"cube built from scratch {d['cube_s']:.2f} s, {d['cube_only_ratio']:.0f}× pandas; same cube")
+    if r["name"] == "promise_change":
+        out.append(f"{d['cube_rows'] / 1e6:.1f} M cube rows; as separate calls "
+                   f"{d['separate_calls_median_ms']:.0f} ms (per path {d['shares_median_ms']:.0f}, "
+                   f"per window {d['by_window_median_ms']:.0f}, alerts {d['alerts_median_ms']:.0f})")
+    if r["name"] == "price_change":
+        out.append(f"{d['predictions']} cached predictions")
+    if r["name"] == "scenario_grid":
+        out.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, {d['processes']} processes")
+    if r["name"] == "scenario_grid_ray":
+        out.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
+                   f"{d['processes']} local processes; same predictions")
+    if r["name"] == "economics_month":
+        out.append(f"{d['hours']:g} h x {d['replicas']} replicas, {_samples(d['requests'])} requests, "
+                   f"{d['scrape_interval_s']:g} s scrape; load {d['load_s']:.1f} s ({d['load_peak_rss_mb']:,.0f} MiB), "
+                   f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB; residual workers "
+                   f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB; tree {d['analyse_tree_peak_rss_mb']:,.0f} MiB), grid "
+                   f"{d['grid_s']:.1f} s ({d['scenarios']} scenarios x {d['seeds']} seeds, "
+                   f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
+                   f"{d['grid_workers_peak_rss_mb']:,.0f} MiB peak; tree {d['grid_tree_peak_rss_mb']:,.0f} MiB); "
+                   f"generated in {d['generation_s']:.0f} s "
+                   f"({d['generation_peak_rss_mb']:,.0f} MiB{', reused' if d['generation_reused'] else ''})")
+    if r["name"] == "scenario_replay":
+        out.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h ({d['requests']:,} requests) in "
+                   f"{d['replay_s']:.2f} s; the twin run alone {d['twin_run_s']:.2f} s, the Python engine "
+                   f"{d['python_engine_s']:.2f} s; same request times")
+    if r["name"] == "cube_build":
+        out.append(f"{d['cube_rows']:,} cube rows")
+        if d.get("grouped_scan_s"):
+            out.append(f"a bare group-by per series and window of the same samples: {d['grouped_scan_s']:.2f} s")
+    return "; ".join(out)
+
+
+def cells(r: dict[str, Any]) -> dict[str, str]:
+    """One result as the table's cells (the terminal table and the generated docs page)."""
+    return {"benchmark": r["name"], "size": _samples(r["samples"]), "Headroom": _seconds(r, "seconds"),
+            "reference": r["reference"] or "–", "reference time": _seconds(r, "reference_seconds"),
+            "ratio": "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",
+            "peak RSS": "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MiB",
+            "goal": goal(r), "note": note(r)}
+
+
+RATIO_NOTE = ("ratio = reference time / Headroom time (above 1: Headroom is faster); best of the runs, "
+              "medians for the interactions.")
+
+
 def to_table(doc: dict[str, Any]) -> str:
     """A Markdown table: one row per result, then the growth exponent and the machine."""
     m = doc["machine"]
     head = ["benchmark", "size", "Headroom", "reference", "reference time", "ratio", "peak RSS", "goal", "note"]
-    rows = []
-    for r in doc["results"]:
-        note = []
-        d = r["detail"]
-        if r["name"] == "text_ingest":
-            note.append(f"{d['lines_per_s'] / 1e6:.2f} M lines/s vs {d['reference_lines_per_s'] / 1e6:.3f} M; "
-                        "same samples")
-        if r["name"] == "parquet_to_cube":
-            if d.get("cube_kept_by_load"):
-                note.append(f"load {d['load_s']:.1f} s (keeps the 5-minute cube) + finding it "
-                            f"{d['first_cube_s'] * 1000:.0f} ms")
-            else:
-                note.append(f"load {d['load_s']:.1f} s + cube {d.get('first_cube_s', d['cube_s']):.2f} s")
-            note.append(f"cube built from scratch {d['cube_s']:.2f} s, {d['cube_only_ratio']:.0f}× pandas; "
-                        "same cube")
-        if r["name"] == "promise_change":
-            note.append(f"{d['cube_rows'] / 1e6:.1f} M cube rows; as separate calls "
-                        f"{d['separate_calls_median_ms']:.0f} ms (per path {d['shares_median_ms']:.0f}, "
-                        f"per window {d['by_window_median_ms']:.0f}, alerts {d['alerts_median_ms']:.0f})")
-        if r["name"] == "price_change":
-            note.append(f"{d['predictions']} cached predictions")
-        if r["name"] == "scenario_grid":
-            note.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, "
-                        f"{d['processes']} processes")
-        if r["name"] == "scenario_grid_ray":
-            note.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
-                        f"{d['processes']} local processes; same predictions")
-        if r["name"] == "economics_month":
-            note.append(f"{d['hours']:g} h x {d['replicas']} replicas, {_samples(d['requests'])} requests, "
-                        f"{d['scrape_interval_s']:g} s scrape; load {d['load_s']:.1f} s ({d['load_peak_rss_mb']:,.0f} MiB), "
-                        f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB; residual workers "
-                        f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB; tree {d['analyse_tree_peak_rss_mb']:,.0f} MiB), grid "
-                        f"{d['grid_s']:.1f} s ({d['scenarios']} scenarios x {d['seeds']} seeds, "
-                        f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
-                        f"{d['grid_workers_peak_rss_mb']:,.0f} MiB peak; tree {d['grid_tree_peak_rss_mb']:,.0f} MiB); generated in {d['generation_s']:.0f} s "
-                        f"({d['generation_peak_rss_mb']:,.0f} MiB{', reused' if d['generation_reused'] else ''})")
-        if r["name"] == "scenario_replay":
-            note.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h ({d['requests']:,} requests) in "
-                        f"{d['replay_s']:.2f} s; the twin run alone {d['twin_run_s']:.2f} s, the Python engine "
-                        f"{d['python_engine_s']:.2f} s; same request times")
-        if r["name"] == "cube_build":
-            note.append(f"{d['cube_rows']:,} cube rows")
-            if d.get("grouped_scan_s"):
-                note.append(f"a bare group-by per series and window of the same samples: {d['grouped_scan_s']:.2f} s")
-        goal = GOALS.get((r["name"], r["reference"]), GOALS.get((r["name"], None), ""))
-        rows.append([r["name"], _samples(r["samples"]), _seconds(r, "seconds"), r["reference"] or "–",
-                     _seconds(r, "reference_seconds"), "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",
-                     "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MiB", goal, "; ".join(note)])
+    rows = [[cells(r)[h] for h in head] for r in doc["results"]]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     lines = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(head, widths, strict=True)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     lines += ["| " + " | ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)) + " |" for row in rows]
     growth = doc["growth_exponent"]
     lines.append("")
-    lines.append("ratio = reference time / Headroom time (above 1: Headroom is faster); best of the runs, "
-                 "medians for the interactions.")
+    lines.append(RATIO_NOTE)
     if growth is not None:
         lines.append(f"growth exponent of the cube build (time ∝ samples^k): k = {growth:.2f}")
     lines.append(f"machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, DuckDB {m['duckdb']}, "

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app import provenance
 from app.bench import render, suites
 from app.bench.measure import Result, machine
 
@@ -34,6 +35,8 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
     root = Path(tempfile.mkdtemp(prefix="headroom-bench-")) if own_dir else Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     info = machine()
+    flags = f" --only {','.join(chosen)}" if only else ""
+    origin = provenance.record(f"headroom bench --size {size}{flags}" + (" --ray ADDRESS" if ray else ""))
     t0 = time.perf_counter()
     results: list[Result] = []
     try:
@@ -65,7 +68,8 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
     finally:
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
-    return render.document(info, results, suites.growth_exponent(results), size, time.perf_counter() - t0)
+    return render.document(info, results, suites.growth_exponent(results), size, time.perf_counter() - t0,
+                           origin)
 
 
 def _replay_for_interaction(spec: suites.Size) -> suites.Size:

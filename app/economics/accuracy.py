@@ -1,4 +1,4 @@
-"""Accuracy of the scenario predictions on fleets the twin was not built for (the README's table).
+"""Accuracy of the scenario predictions on fleets the twin was not built for (docs/accuracy.md, generated from its JSON).
 
 A family of simulated fleets that differ from each other and from the twin's defaults — engine limits
 (``max_num_seqs``, ``max_num_batched_tokens``, KV capacity, ``max_model_len``), step laws (a batch
@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app import load
+from app import load, provenance
 from app.economics import policies
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
 from app.economics.executors import LocalProcesses, default_workers
+from app.jsonable import dumps
 from app.promise import Promise
 from app.simulator import (
     EngineConfig,
@@ -382,6 +383,35 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f} %"
 
 
+def fitted(fleet: str, kind: str, analysis: sc.Analysis) -> dict[str, Any]:
+    """What the fit recovered from one export, for the accuracy page: each value with its source."""
+    m = analysis.model
+    return {"fleet": fleet, "export": kind, "kv_tokens": m.kv_tokens, "kv_tokens_source": m.sources["kv_tokens"].kind,
+            "step_ms_at_1": 1e3 * m.step_time(1), "step_ms_at_32": 1e3 * m.step_time(32),
+            "prefill_tokens_per_s": m.prefill_tokens_per_s, "max_num_seqs": m.max_num_seqs,
+            "max_num_seqs_source": m.sources["max_num_seqs"].kind, "max_num_batched_tokens": m.max_num_batched_tokens,
+            "max_num_batched_tokens_source": m.sources["max_num_batched_tokens"].kind, "router": m.router,
+            "router_source": m.sources["router"].kind, "true_router": true_router(fleet)}
+
+
+def fleet_table(names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The fleets of the family a run covered: name, replicas, hours, and what each is."""
+    chosen = [case(n) for n in names] if names else list(FAMILY)
+    return [{"fleet": c.name, "replicas": c.replicas, "hours": c.hours, "router": c.fleet.router,
+             "given": sorted(c.given), "about": c.about} for c in chosen]
+
+
+def document(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]], command: str,
+             fleets: Sequence[str] | None, seeds: int, origin: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The harness's JSON: where and when it ran (:func:`app.provenance.record`), the goal, the fleets,
+    what each fit recovered, and every scenario row (``headroom docs accuracy`` renders it)."""
+    return {"provenance": origin or provenance.record(command), "seeds": seeds,
+            "goal": {"relative": REL_GOAL, "absolute": ABS_GOAL},
+            "fleets": fleet_table(fleets),
+            "fits": [fitted(f, k, a) for f, by_kind in analyses.items() for k, a in by_kind.items()],
+            "rows": frame.to_dict(orient="records")}
+
+
 def markdown(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]] | None = None) -> str:
     out = []
     for (fleet, kind), part in frame.groupby(["fleet", "export"], sort=False):
@@ -418,11 +448,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--autoscaler", action="store_true", help="only the policy check: the twin's breach share under "
                    "each AUTOSCALER_CASES fleet's policies (policy_cases) against the simulator's truth")
     args = p.parse_args(argv)
+    command = "python -m app.economics.accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.autoscaler:
+        origin = provenance.record(command.strip())
         rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds,
                                all_policies=True)
         if args.format == "json":
-            sys.stdout.write(pd.DataFrame(rows).to_json(orient="records", indent=1) + "\n")
+            sys.stdout.write(dumps({"provenance": origin, "seeds": args.seeds, "rows": rows}) + "\n")
         else:
             lines = ["| fleet | policy | path | twin [interval] | truth | twin / truth - 1 | mean replicas twin | truth |",
                      "|---|---|---|---|---:|---:|---:|---:|"]
@@ -432,10 +464,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write("\n".join(lines) + "\n")
         return 0 if all(abs(r["relative_error"] or 0) <= 0.25 for r in rows if r["policy"].startswith("autoscaler")) else 1
     fleets = [f for f in (args.fleets or "").split(",") if f]
+    origin = provenance.record(command.strip())
     frame, analyses = run(fleets or None, [k for k in args.kinds.split(",") if k], seeds=args.seeds,
                           progress=lambda msg: sys.stderr.write(f"  {msg}\n"))
     if args.format == "json":
-        text = frame.to_json(orient="records", indent=1)
+        text = dumps(document(frame, analyses, command.strip(), fleets or None, args.seeds, origin))
     else:
         text = markdown(frame, analyses) + "\n\n" + summary_lines(frame)
     sys.stdout.write(text + "\n")

@@ -1,8 +1,8 @@
 """Beside the model: the empirical load–response curve and the queueing view.
 
-The curve (methods.md 7.3) reads the breach share off the observed per-window relation between
+The curve (docs/methods.md#load-response-curve) reads the breach share off the observed per-window relation between
 per-replica load and breach share. It ignores backlog carried across windows and pooling, which is
-why DESIGN.md does not use it as the estimator; it is shown next to the model's predictions so a
+why the design (docs/economics.md) does not use it as the estimator; it is shown next to the model's predictions so a
 reader sees where the two agree and where the data runs out (its observed load range).
 
 The queueing view (Kingman's three terms per hour, an Erlang-C curve over replica counts) is a

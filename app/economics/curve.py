@@ -1,10 +1,10 @@
-"""The empirical load–response curve (methods.md 7.3), kept as a cross-check beside the capacity model.
+"""The empirical load–response curve (docs/methods.md#load-response-curve), kept as a cross-check beside the capacity model.
 
 Breach share against per-replica load, fitted by weighted isotonic regression (pool adjacent
 violators, scipy), then read at a scenario's per-replica load ``x * N_w / k``. Inside the observed
 load range the fit is used; outside it monotonicity alone bounds the share: below the lowest load
 it lies in [0, f(x_min)], above the highest in [f(x_max), 1]. The curve assumes no carry-over
-between windows and perfect pooling: DESIGN.md explains why it misleads at other replica counts.
+between windows and perfect pooling: docs/economics.md explains why it misleads at other replica counts.
 """
 
 from __future__ import annotations

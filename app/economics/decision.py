@@ -125,7 +125,7 @@ def break_even(rows: list[dict[str, Any]], prices: money.Prices, replicas: int, 
 def document(analysis: Analysis, predictions: list[Prediction], prices: money.Prices,
              split: str = "requests", cross_check: dict[str, Any] | None = None,
              queueing: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON document of ``headroom scenarios`` (README, "headroom scenarios")."""
+    """The JSON document of ``headroom scenarios`` (docs/cli/scenarios.md)."""
     rows = price_rows(analysis, predictions, prices, split)
     totals = fleet_totals(rows)
     best = cheapest(totals)

@@ -1,4 +1,4 @@
-"""The decision arithmetic (methods.md 7.1): headroom cost against breach cost, per scenario and path.
+"""The decision arithmetic (docs/methods.md#decision): headroom cost against breach cost, per scenario and path.
 
     cost(N') = N' x hours x price per replica-hour  +  requests x breach share(N') x price of a breach
 

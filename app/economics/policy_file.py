@@ -1,6 +1,6 @@
 """The policy file of ``headroom scenarios --policy FILE.yaml`` (and the Economics page's policy
 inputs): YAML, or the same mapping, parsed into the rows of the policy table. Every error names the
-file and the key. Schema: README, "The policy file".
+file and the key. Schema: docs/policies.md#the-policy-file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Queueing formulas as a labelled thinking tool (methods.md §4), not the breach-share estimator.
+"""Queueing formulas as a labelled thinking tool (docs/methods.md#queueing), not the breach-share estimator.
 
 A batching, preempting LLM server is not a G/G/c queue: TTFT's wait part speaks to these formulas,
 TPOT does not. They show why waiting explodes near saturation and how variability and pooling matter.

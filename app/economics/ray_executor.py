@@ -1,5 +1,5 @@
 """The Ray executor: a scenario grid's runs fanned out as Ray tasks over an existing cluster
-(``pip install 'headroom[ray]'``; ``headroom scenarios --ray ADDRESS``).
+(``pip install 'headroom-slo[ray]'``; ``headroom scenarios --ray ADDRESS``).
 
 Ray is an optional extra, so this module imports it only when it runs (:func:`_import_ray`):
 importing Headroom, or choosing the local pool, never needs it. The driver connects with
@@ -28,7 +28,7 @@ from typing import Any
 from app.economics import compiled
 from app.economics.executors import Affinity, ExecutorError, RunFn
 
-INSTALL_HINT = "pip install 'headroom[ray]'"
+INSTALL_HINT = "pip install 'headroom-slo[ray]'"
 # the package the workers import: this process's own app/ (in a wheel install it holds the bundled
 # sample and the queries too, which no run reads)
 APP_DIR = Path(__file__).resolve().parents[1]

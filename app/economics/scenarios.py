@@ -253,7 +253,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     if pulled_by_store(ws, ensure_cube(ws, dataset_ids, 300, path_labels)):
         analysis.flags.append(Flag(
             "the demand is the store's PromQL increase() (--pushdown): requests per window are extrapolated, not "
-            "exact (README: Pushdown and extrapolation); read raw samples for the exact demand", None, PUSHDOWN_WIDTH))
+            "exact (docs: Live stores, Pushdown and extrapolation); read raw samples for the exact demand", None, PUSHDOWN_WIDTH))
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
     ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
     views = residual_views(model, demand, observed.replicas, thresholds, seeds)

@@ -11,8 +11,16 @@ from app.simulator.sample import MAX_SAMPLE_BYTES, write_sample
 
 
 def build_parser(prog: str = "headroom simulate") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Simulate a vLLM fleet and write its metrics export, "
-                                "per-request records and a README.")
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Simulate a vLLM fleet and write its metrics export (metrics.parquet), per-request records "
+        "(requests.parquet), simulation.json and a README. Deterministic for a seed: the default seed and "
+        "directory regenerate the bundled sample byte for byte.",
+        epilog="examples:\n"
+        "  # regenerate the bundled sample\n"
+        "  headroom simulate --seed 7 --out data/sample\n\n"
+        "  # a month of 8 replicas, metrics only\n"
+        "  headroom simulate --hours 720 --replicas 8 --no-records --out /tmp/month")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7, the bundled sample)")
     p.add_argument("--out", default="data/sample", help="output directory (default data/sample)")
     p.add_argument("--hours", type=float, default=24.0, help="hours of export (default 24)")

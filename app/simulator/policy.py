@@ -142,7 +142,7 @@ def backoff(retry: Retry, attempt: int, u: float) -> float:
 
 def expected_attempts(p: float, attempts: int) -> float:
     """Attempts per request when each attempt is rejected independently with probability p and a
-    request is tried at most ``attempts`` times: sum of p^i, i < attempts (methods.md 8.2)."""
+    request is tried at most ``attempts`` times: sum of p^i, i < attempts (docs/methods.md#retries)."""
     return float(sum(p ** i for i in range(attempts)))
 
 

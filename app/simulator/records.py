@@ -1,7 +1,7 @@
 """Per-request records of a run, and the exact breach shares they give.
 
 One row per request of the trace. Times are UTC timestamps to the microsecond (NaT until the event
-happens); durations are seconds as vLLM V1 observes them (``serving-metrics.md`` §2.4):
+happens); durations are seconds as vLLM V1 observes them (vLLM's ``vllm/v1/metrics/stats.py``):
 
 - ``ttft_s``  = first_token - arrival (arrival is the API server's: includes tokenization, queue, prefill)
 - ``queue_s`` = scheduled (first time) - the engine's arrival (a few ms after ``arrival``: tokenization)

@@ -78,8 +78,8 @@ A, B, B2, C, D, E = range(6)
 # references keep every array alive. numba's own library compiles such helpers the same way.
 # forceinline: LLVM inlines them into the entry points; called, each passed its ten arrays as
 # seventy scalar arguments (the rest of the loop's time). CALLED: the two largest, run at most once
-# per step, stay calls (inlined at each call site, the cold compile took 51 s instead of 44, 38
-# before either, for no measurable gain).
+# per step, stay calls (inlined at each call site they made the cold compile longer for no
+# measurable gain).
 LOOP = {"cache": True, "error_model": "numpy", "_nrt": False, "forceinline": True}
 CALLED = {**LOOP, "forceinline": False}
 

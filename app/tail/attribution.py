@@ -10,7 +10,7 @@ requests, each from its own histogram, query ``tail__phase_breaches``):
 - A breach is *explained by queueing* when it would not breach without its queue wait, or its queue
   wait alone breaches: every breach except those whose prefill alone exceeds X while the queue
   alone does not. Its share is E = a − r + P(queue > X and prefill > X), and the overlap lies in the
-  Fréchet interval within the breached population, [max(0, q + r − a), min(q, r)] (methods.md 3.1),
+  Fréchet interval within the breached population, [max(0, q + r − a), min(q, r)] (docs/methods.md#frechet),
   so E ∈ [max(q, a − r), min(a, a − r + q)].
 - Without a prefill histogram r is anywhere in [0, a]: E ∈ [q, a] (queue alone is the lower bound).
 - Each of a, q, r carries its bucket interval (exact at a bucket bound); the ends take the worst of
@@ -182,7 +182,7 @@ def _num(v: Any) -> float | None:
 
 
 def to_json(att: Attribution) -> list[dict[str, Any]]:
-    """One object per path (README, ``headroom tail``)."""
+    """One object per path (docs/cli/tail.md)."""
     out = []
     e2e = {r["path"]: r for _, r in att.e2e.iterrows()}
     for _, r in att.ttft.iterrows():

@@ -23,7 +23,7 @@ def _iso(dt: datetime) -> str:
 def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise], datasets: list[str],
           start: datetime | None = None, end: datetime | None = None,
           twin_rows: list[TwinAttribution] | None = None) -> dict[str, Any]:
-    """The document (README, "headroom tail")."""
+    """The document (docs/cli/tail.md)."""
     start, end = pm.time_range(ws, cube_id, start, end)
     att = attribution.attribute(ws, cube_id, promises, start, end)
     paths = [r["path"] for r in attribution.to_json(att)]
@@ -93,7 +93,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
             f"{'' if point is None else f' (independence point {_pct(point, 1)})'} | {md(a['basis'])} |")
     lines += ["", "Queue alone above the threshold is a lower bound (TTFT includes the queue wait); the interval "
               "[max(queue alone, TTFT - prefill alone), min(TTFT, TTFT - prefill alone + queue alone)] is Fréchet's "
-              "on the separate histograms (methods.md 3.1); without a prefill histogram it is [queue alone, TTFT]."]
+              "on the separate histograms (docs/methods.md#frechet); without a prefill histogram it is [queue alone, TTFT]."]
     e2e = [a for a in doc["attribution"] if a["e2e"]]
     if e2e:
         lines += ["", "| path | e2e > | e2e breach | queue alone | prefill alone | decode alone |", "|---|---:|---|---|---|---|"]

@@ -48,7 +48,7 @@ SIGNALS = {  # column -> (label, unit)
     "gpu_util": ("GPU utilisation", "share"),
 }
 SCALE_ON = ("waiting", "running")
-SEED_QUEUE_LEVELS = (3, 5)  # DESIGN.md: start at 3-5 waiting, raised until latency meets the target
+SEED_QUEUE_LEVELS = (3, 5)  # the usual advice: start at 3-5 waiting, raised until latency meets the target
 MAX_LEAD_S = 900
 QUIET_WINDOWS = 3
 FLOOR_QUANTILE = 0.10
@@ -302,7 +302,7 @@ def _num(v: Any) -> float | None:
 
 
 def to_json(rep: SignalReport) -> dict[str, Any]:
-    """README, ``headroom tail``: the ``signals`` object."""
+    """docs/cli/tail.md: the ``signals`` object."""
     return {
         "scope": rep.scope, "window_s": rep.window_s, "budget_rate": rep.budget,
         "onset_share": ONSET_BURN * rep.budget,

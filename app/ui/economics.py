@@ -31,7 +31,7 @@ ECON_DEFAULTS: dict[str, Any] = {
     "breach": {}, "default_breach": 0.01, "split": "requests", "router": None,
     "max_num_seqs": None, "max_num_batched_tokens": None, "kv_cache_tokens": None, "max_model_len": None,
     "calibrate": True, "observed_replicas": None, "datasets": None,
-    # the policy rows (the same settings as a --policy file; README, "The policy file")
+    # the policy rows (the same settings as a --policy file; docs/policies.md#the-policy-file)
     **{f"policy_{k}": v for k, v in {
         "replicas": None, "autoscaler": False, "signal": "waiting", "scale_out_at": 4.0, "out_for": "2m",
         "scale_in_at": 0.5, "in_for": "10m", "cooldown": "5m", "cold_start": "5m", "wake_start": "20s",

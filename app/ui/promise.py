@@ -247,6 +247,6 @@ def counts_note(ws: Workspace, cube_id: int) -> str | None:
         return None
     return (f"Counts from {', '.join(sorted({str(p['url']) for p in pulls}))} are PromQL increase() computed by the "
             "store (pushdown): extrapolated to each window's edges, not the exact increases, so requests per window "
-            "move by a few percent and shares can move by about a point (README: Pushdown and extrapolation). "
+            "move by a few percent and shares can move by about a point (docs: Live stores, Pushdown and extrapolation). "
             "Read raw samples (Connect without pushdown) for exact numbers.")
 

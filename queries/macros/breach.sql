@@ -1,6 +1,6 @@
 -- name: macros/breach
 -- purpose: how many observations lie above a threshold T, from one window's cumulative bucket
---   counts (methods.md 1.4); divided by n, the breach share. Inputs: n = count in the +Inf bucket;
+--   counts (docs/methods.md#share-above-threshold); divided by n, the breach share. Inputs: n = count in the +Inf bucket;
 --   c_at = cumulative count at a bound equal to T (NULL if T is not a bound); le_lo/c_lo = largest
 --   finite bound below T and its cumulative count (NULL when T lies in the first bucket: the lower
 --   edge is 0 with count 0); le_hi/c_hi = smallest finite bound above T (NULL when T is beyond the

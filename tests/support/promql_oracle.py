@@ -1,11 +1,11 @@
 """A small pure-Python oracle of PromQL's ``increase()`` on classic counters (``extrapolatedRate``).
 
-methods.md §2.1 gives the Prometheus 3.x form. The Debian ``prometheus`` this project tests against
+docs/methods.md#promql-increase describes the Prometheus 3.x form. The Debian ``prometheus`` this project tests against
 is 2.42, whose float path differs in two ways (prometheus ``promql/engine.go``/``functions.go``
 before 3.0 and before PR #13725):
 
 - range selectors are closed on both ends, ``[T_s, T_e]`` (3.0 made them left-open, ``(T_s, T_e]``;
-  docs/migration.md of 3.0 "Left-open range selectors");
+  the 3.0 migration guide, "Left-open range selectors");
 - the counter zero-clamp (``dStart = min(dStart, sampled * v_1 / result)``) is applied *before* the
   1.1 x average-interval threshold test, not after it.
 

@@ -1,0 +1,41 @@
+"""``python -m app.docgen cli|bench|accuracy [--from FILE.json] [--out FILE.md]``: write a generated page."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.docgen import accuracy, bench, cli_reference
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m app.docgen", description=__doc__.splitlines()[0])
+    p.add_argument("page", choices=["cli", "bench", "accuracy"])
+    p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy)")
+    p.add_argument("--out", help="the page to write (default: stdout)")
+    args = p.parse_args(argv)
+    if args.page != "cli" and not args.source:
+        p.error(f"{args.page} needs --from FILE.json")
+    out = f" --out {args.out}" if args.out else ""
+    try:
+        if args.page == "cli":
+            text = cli_reference.page(f"python -m app.docgen cli{out}")
+        else:
+            doc = json.loads(Path(args.source).read_text())
+            command = f"python -m app.docgen {args.page} --from {args.source}{out}"
+            text = bench.page(doc, command) if args.page == "bench" else accuracy.page(doc, command)
+    except (OSError, ValueError, KeyError) as exc:
+        sys.stderr.write(f"python -m app.docgen {args.page}: {exc}\n")
+        return 1
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""The benchmark page (docs/benchmarks.md) from ``headroom bench --format json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.bench import render
+from app.docgen.tables import Column, generated_header, provenance_block, table
+
+COMMAND = "python -m app.docgen bench --from docs/data/bench.json --out docs/benchmarks.md"
+
+COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom", align="right"),
+           Column("reference"), Column("reference time", align="right"), Column("ratio", align="right"),
+           Column("peak RSS", align="right"), Column("goal"),
+           Column("goal met", value=lambda c: c["goal met"]), Column("note")]
+
+
+def page(doc: dict[str, Any], command: str = COMMAND) -> str:
+    """The page: where and when, the table of results with each goal and whether it was met, the cube
+    build's growth exponent and the library versions."""
+    m = doc["machine"]
+    size = doc["size"]
+    rows = []
+    for r in doc["results"]:
+        met = render.goal_met(r, size)
+        rows.append({**render.cells(r), "goal met": None if met is None else ("yes" if met else "**no**")})
+    out = [generated_header("Benchmarks", command),
+           f"`headroom bench --size {size}`: what each row measures, the reference it is timed against, and the "
+           "JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size full`; "
+           "a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is met.",
+           "", provenance_block(doc.get("provenance")), "",
+           table(rows, COLUMNS), "", render.RATIO_NOTE]
+    if doc.get("growth_exponent") is not None:
+        out.append(f"Growth exponent of the cube build (time ∝ samples^k): k = {doc['growth_exponent']:.2f}.")
+    out += ["", f"Versions: Python {m['python']}, DuckDB {m['duckdb']}, pandas {m['pandas']}; load average at the "
+            f"start {m['load_average_at_start']}; {doc['total_seconds']:.0f} s in all.", "",
+            "Read the figures of one run against each other, not across runs: the speed of a shared machine "
+            "changes from hour to hour, and the ratios within a run (Headroom against its reference, measured "
+            "side by side) are what hold.", ""]
+    return "\n".join(out)
