@@ -3,7 +3,7 @@
     python -m app.bench.realengine suite --workdir DIR [--only NAME,...] [--out FILE.json]
     python -m app.bench.realengine run NAME --workdir DIR
     python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
-    python -m app.bench.realengine page --from FILE.json [--out PAGE.md]
+    python -m app.bench.realengine page --from FILE.json [--out FILE.md]
 
 ``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
 yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
