@@ -226,6 +226,13 @@ def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Sourc
     if dropped:
         report.notes.append(f"dropped {dropped} record(s) whose times fall outside 1970-2200 (a wrong unit or a "
                             "corrupt field)")
+    untimed = con.execute("select count(*) from stage_records where coalesce(arrival, first_token, finish) is null"
+                          ).fetchone()[0]
+    if untimed:
+        report.notes.append(
+            f"{'all' if untimed == n else untimed} record(s) carry no absolute time (the {records.TOOLS[kind]} file "
+            "gives durations only, or a clock with no epoch): their shares are exact, but they cannot be placed "
+            "in time, so every time range includes them")
     insert_dataset(con, report, digest, engine=None, n_series=0, n_samples=int(n), t_min=t_min, t_max=t_max,
                     interval=None)
     return report

@@ -123,7 +123,8 @@ def test_aiperf_and_genai_perf_records(tmp_path: Path) -> None:
         p = [Promise(ttft_s=0.5, tpot_s=0.05)]
         # aiperf: request 2 breaches TTFT, request 3 TPOT, request 4 failed
         assert exact_joint_shares(ws, [a.dataset_id], p, None, None) == {"aiperf": 0.75}
-        assert exact_joint_shares(ws, [a.dataset_id], p, None, None, include_failed=False) == {"aiperf": 0.5}
+        # failures excluded: the share is over the three requests that did not fail
+        assert exact_joint_shares(ws, [a.dataset_id], p, None, None, include_failed=False) == {"aiperf": 2 / 3}
         # genai-perf: TTFT 0.1 s and 0.7 s; TPOT 20 ms and 100 ms
         assert exact_joint_shares(ws, [g.dataset_id], p, None, None) == {"genai-perf": 0.5}
 
