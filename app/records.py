@@ -240,3 +240,20 @@ def exact_joint_shares(ws: Workspace, dataset_ids: list[int], promises: Sequence
                    promises=[p.as_param() for p in promises], start_ts=start or FAR_PAST,
                    end_ts=end or FAR_FUTURE, include_failed=include_failed)
     return {row.path: float(row.joint_share) for row in frame.itertuples() if row.requests > 0}
+
+
+def record_shares(ws: Workspace, dataset_ids: list[int], promises: Sequence[Promise], start: datetime | None,
+                  end: datetime | None, include_failed: bool = True):
+    """The exact TTFT, TPOT and joint breach shares per path of the records of ``dataset_ids``
+    (``records__joint_shares``: one row per path with requests, failed_requests and the three shares)."""
+    return sql.df(ws.cursor(), "records__joint_shares", dataset_ids=list(dataset_ids),
+                  promises=[p.as_param() for p in promises], start_ts=start or FAR_PAST,
+                  end_ts=end or FAR_FUTURE, include_failed=include_failed)
+
+
+def record_datasets(ws: Workspace, dataset_ids: Sequence[int]) -> list[int]:
+    """The datasets among ``dataset_ids`` that hold per-request records."""
+    rows = ws.cursor().execute("select distinct dataset_id from request_records where list_contains($ids, dataset_id) "
+                               "order by 1", {"ids": [int(i) for i in dataset_ids]}).fetchall()
+    return [int(r[0]) for r in rows]
+
