@@ -45,10 +45,12 @@ KINDS = {
     "guidellm-yaml": "records__from_guidellm",
     "simulator-records-parquet": "records__from_simulator",
 }
-TOOLS = {
-    "vllm-bench-json": "vllm bench serve", "sglang-bench-jsonl": "SGLang bench_serving",
-    "aiperf-profile-jsonl": "AIPerf", "genai-perf-json": "GenAI-Perf", "guidellm-json": "GuideLLM",
-    "guidellm-yaml": "GuideLLM", "simulator-records-parquet": "Headroom's simulator",
+# what each file is and which tool writes it, for the messages
+WHAT = {
+    "vllm-bench-json": ("vllm bench result", "vLLM"), "sglang-bench-jsonl": ("SGLang bench_serving result", "SGLang"),
+    "aiperf-profile-jsonl": ("AIPerf profile export", "AIPerf"),
+    "genai-perf-json": ("GenAI-Perf profile export", "GenAI-Perf"), "guidellm-json": ("GuideLLM report", "GuideLLM"),
+    "guidellm-yaml": ("GuideLLM report", "GuideLLM"), "simulator-records-parquet": ("records file", "Headroom"),
 }
 _SIM_COLUMNS = {"model_name", "ttft_s", "tpot_s", "arrival", "first_token", "finish", "finished_reason"}
 FAR_PAST, FAR_FUTURE = datetime(1970, 1, 1), datetime(2200, 1, 1)
@@ -178,13 +180,13 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str
     params: dict[str, object] = {"path": str(src.path)}
     if "path_name" in sql.get(query).params:
         params["path_name"] = path_name
-    tool = TOOLS[kind]
+    what, tool = WHAT[kind]
     with tempfile.TemporaryDirectory(prefix="headroom-records-") as tmp:
         read = src
         try:
             read = _slim(src, kind, Path(tmp))
         except jsonscan.JsonScanError as exc:
-            raise IngestError(src.display, f"not a complete {tool} file: {exc}") from None
+            raise IngestError(src.display, f"not a complete {what}: {exc}") from None
         params["path"] = str(read.path)
         if "max_object_size" in sql.get(query).params:
             params["max_object_size"] = json_object_limit(read)
@@ -193,8 +195,7 @@ def stage(con: duckdb.DuckDBPyConnection, src: Source, kind: str, path_name: str
         except duckdb.Error as exc:  # a field of the wrong type (a string where numbers are), a broken line
             first = str(exc).splitlines()[0].replace(str(read.path), src.display)
             first = re.sub(r"^[A-Za-z ]+Error: ", "", first)
-            raise IngestError(src.display, f"looks like a {tool} file, but a field is not what {tool} writes "
-                              f"({first[:200]})") from None
+            raise IngestError(src.display, f"a field of this {what} is not what {tool} writes: {first[:200]}") from None
 
 
 def _slim(src: Source, kind: str, tmp: Path) -> Source:

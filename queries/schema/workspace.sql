@@ -44,6 +44,17 @@ create table if not exists samples (
     value double not null
 );
 
+-- valid samples no number of the cube is computed from, kept beside `samples`: a NaN or infinite
+-- value (OpenMetrics allows both; a gauge may hold NaN), counted in the load report
+create table if not exists skipped_samples (
+    dataset_id integer not null,
+    series_id ubigint not null,
+    ts timestamp not null,
+    value double not null,
+    src_line bigint,
+    reason varchar not null
+);
+
 -- HELP/TYPE of metric families as declared in the files
 create table if not exists families (
     dataset_id integer not null,
