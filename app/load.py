@@ -169,7 +169,7 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
     unit = where_word(staged.format)
     n_kept = 0
-    if n_samples < n_points:  # NaN or infinite values are valid: kept beside the samples, skipped by the cube
+    if n_samples < n_points:  # NaN, infinities, any time are valid: kept beside the samples, skipped by the cube
         sql.execute(con, "ingest__insert_skipped_samples", dataset_id=dataset_id)
         n_kept = con.execute("select count(*) from skipped_samples where dataset_id = $id", {"id": dataset_id}
                              ).fetchone()[0]
@@ -177,7 +177,8 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     if n_points and not n_samples and not n_kept:
         raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
     if n_points and not n_samples:
-        notes.append("every sample is NaN or infinite: the dataset holds no number the cube can use")
+        notes.append("every sample is NaN or infinite or has a time no timestamp holds: the dataset holds no "
+                     "number the cube can use")
     notes = dropped + notes
     notes.extend(checks.count_vs_inf_notes(con, unit, dataset_id))
     notes.extend(checks.time_range_notes(con, unit, t_min, t_max))

@@ -45,11 +45,12 @@ create table if not exists samples (
 );
 
 -- valid samples no number of the cube is computed from, kept beside `samples`: a NaN or infinite
--- value (OpenMetrics allows both; a gauge may hold NaN), counted in the load report
+-- value (OpenMetrics allows both; a gauge may hold NaN; reason 'value'), a time no timestamp holds
+-- (outside the years 1 to 9999, NULL here; reason 'time'); counted in the load report
 create table if not exists skipped_samples (
     dataset_id integer not null,
     series_id ubigint not null,
-    ts timestamp not null,
+    ts timestamp,
     value double not null,
     src_line bigint,
     reason varchar not null

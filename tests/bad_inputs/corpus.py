@@ -259,7 +259,7 @@ def _text_cases() -> list[Case]:
              "loaded", r"2 sample.*before 2000.*line 3"))
     add(Case("one_sample_beyond_9999", "y10000.prom",
              (GAUGE_HEAD + gauge(t1, 1) + gauge(253_402_300_800_000, 5) + gauge(t2, 2)).encode(), "loaded",
-             r"dropped 1 sample.*years 1 to 9999.*line 4"))
+             r"kept 1 sample.*years 1 to 9999.*line 4"))
     add(Case("every_sample_beyond_9999", "y10000all.prom",
              (GAUGE_HEAD + gauge(253_402_300_800_000, 5)).encode(), "failed",
              r"^y10000all\.prom: no samples left.*line 3"))
@@ -331,7 +331,7 @@ def _json_cases() -> list[Case]:
     add(Case("api_one_sample_beyond_9999", "apifar.json",
              _api([_api_series(RUNNING, [[T_S, "1"], [T_S + 15, "2"]], model_name="m"),
                    _api_series(RUNNING, [[253_402_300_800, "1"]], model_name="n")]), "loaded",
-             r"dropped 1 sample.*years 1 to 9999.*series 2"))
+             r"kept 1 sample.*years 1 to 9999.*series 2"))
     add(Case("api_native_histogram", "native.json", _api([{
         "metric": {"__name__": TTFT, "model_name": "m"}, "values": [[T_S, "1"]],
         "histograms": [[T_S, {"count": "1", "sum": "0.1", "buckets": [[0, "0.1", "0.2", "1"]]}]]}]), "loaded",
