@@ -168,17 +168,19 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
     unit = where_word(staged.format)
-    n_kept = 0
+    n_values = 0
     if n_samples < n_points:  # NaN, infinities, any time are valid: kept beside the samples, skipped by the cube
         sql.execute(con, "ingest__insert_skipped_samples", dataset_id=dataset_id)
-        n_kept = con.execute("select count(*) from skipped_samples where dataset_id = $id", {"id": dataset_id}
-                             ).fetchone()[0]
+        n_values = con.execute("select count(*) from skipped_samples where dataset_id = $id and reason = 'value'",
+                               {"id": dataset_id}).fetchone()[0]
     dropped = checks.bad_point_notes(con, staged, unit, n_points, n_samples)
-    if n_points and not n_samples and not n_kept:
-        raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
+    # a file of NaN values (a gauge that has no reading yet) is a valid exposition; one whose every time
+    # no timestamp holds is a wrong unit or a corrupt file, and nothing of it could be placed
+    if n_points and not n_samples and not n_values:
+        raise IngestError(src.display, "no samples left: " + "; ".join(
+            n for n in dropped + notes if n.startswith(("dropped", "kept"))))
     if n_points and not n_samples:
-        notes.append("every sample is NaN or infinite or has a time no timestamp holds: the dataset holds no "
-                     "number the cube can use")
+        notes.append("every sample is NaN or infinite: the dataset holds no number the cube can use")
     notes = dropped + notes
     notes.extend(checks.count_vs_inf_notes(con, unit, dataset_id))
     notes.extend(checks.time_range_notes(con, unit, t_min, t_max))

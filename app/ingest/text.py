@@ -93,7 +93,9 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
     sql.execute(con, "ingest__text_drop_reread")
     sql.execute(con, "ingest__text_add_slow", ts_unit_us=unit_s * 1e6)
     if fmt == "openmetrics":
-        n_repeats = con.execute(sql.get("ingest__text_repeated_times").sql).fetchone()[0]
+        before = con.execute("select count(*) from text_split").fetchone()[0]
+        sql.execute(con, "ingest__text_repeated_times")
+        n_repeats = before - con.execute("select count(*) from text_split").fetchone()[0]
         if n_repeats:
             notes.append(f"{n_repeats} sample(s) repeat a series at a timestamp it already had: the first kept "
                          "(OpenMetrics: the earliest MetricPoint is used)")
