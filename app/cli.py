@@ -272,13 +272,14 @@ def _load_for_analysis(ws: Workspace, files: Sequence[str], args: argparse.Names
     return ids, reports
 
 
-def _analysis_cube(ws: Workspace, args: argparse.Namespace, command: str,
-                   window_s: int) -> tuple[list[int], list[Any], list[str], int] | None:
-    """Load (or pull) what ``args`` names and build its cube: (datasets, load reports, path labels, cube
-    id), or None with the reason printed."""
+def _analysis_cube(ws: Workspace, args: argparse.Namespace, command: str, window_s: int,
+                   loaded: tuple[list[int], list[Any]] | None = None
+                   ) -> tuple[list[int], list[Any], list[str], int] | None:
+    """Load (or pull) what ``args`` names (unless ``loaded`` already holds the datasets and load reports)
+    and build its cube: (datasets, load reports, path labels, cube id), or None with the reason printed."""
     from app.cube import ensure_cube
 
-    ids, reports = _load_for_analysis(ws, args.files, args, command)
+    ids, reports = loaded if loaded is not None else _load_for_analysis(ws, args.files, args, command)
     if not ids:
         sys.stderr.write(f"headroom {command}: no dataset loaded\n")
         return None
@@ -302,11 +303,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stderr.write(f"headroom report: {exc}\n")
         return 2
     with _workspace(args) as ws:
-        opened = _analysis_cube(ws, args, "report", window_s)
+        from app.records import exact_joint_shares, record_datasets
+
+        loaded = _load_for_analysis(ws, args.files, args, "report")
+        ids, reports = loaded
+        with_records = record_datasets(ws, ids)
+        if ids and len(with_records) == len(ids):  # a benchmark's records alone: every share exact from them
+            doc = report.build_from_records(ws, with_records, window_s, promises, start, end,
+                                            include_failed=not args.exclude_failed)
+            return _write_report(doc, args.format, reports)
+        opened = _analysis_cube(ws, args, "report", window_s, loaded)
         if opened is None:
             return 1
         ids, reports, labels, cube_id = opened
-        from app.records import exact_joint_shares
 
         # records cover warm-up and drain the metrics never saw: clamp them to the metric datasets' span
         lo, hi = ws.cursor().execute(
@@ -321,13 +330,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         except ValueError as exc:
             sys.stderr.write(f"headroom report: {exc}\n")
             return 1
+    return _write_report(doc, args.format, reports)
+
+
+def _write_report(doc: dict[str, Any], fmt: str, reports: list[Any]) -> int:
+    from app import report
+
     if not doc["paths"]:
         sys.stderr.write("headroom report: no request-latency histogram (TTFT, TPOT, ITL, E2E or queue time) "
-                         "in the data: nothing to check a promise against\n")
+                         "and no per-request record in the data: nothing to check a promise against\n")
         return 1
-    if args.format == "json":
+    if fmt == "json":
         _write(dumps(doc))
-    elif args.format == "csv":
+    elif fmt == "csv":
         _write(report.to_csv(doc))
     else:
         _write(report.to_markdown(doc))

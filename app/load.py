@@ -153,7 +153,8 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
         n_points = con.execute("select count(*) from stage_points").fetchone()[0]
     notes = list(staged.notes)
     if n_points == 0:
-        n_families = con.execute("select count(distinct family) from stage_families").fetchone()[0]
+        n_families = max(con.execute("select count(distinct family) from stage_families").fetchone()[0],
+                         staged.n_metadata_families)
         if not n_families:
             raise IngestError(src.display, "no samples found")
         # a server that has served nothing yet exposes only its HELP/TYPE lines: a valid exposition
@@ -167,9 +168,19 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
     sql.execute(con, "ingest__insert_families", dataset_id=dataset_id)
     n_series, n_samples, t_min, t_max, interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0]
     unit = where_word(staged.format)
+    n_values = 0
+    if n_samples < n_points:  # NaN, infinities, any time are valid: kept beside the samples, skipped by the cube
+        sql.execute(con, "ingest__insert_skipped_samples", dataset_id=dataset_id)
+        n_values = con.execute("select count(*) from skipped_samples where dataset_id = $id and reason = 'value'",
+                               {"id": dataset_id}).fetchone()[0]
     dropped = checks.bad_point_notes(con, staged, unit, n_points, n_samples)
+    # a file of NaN values (a gauge that has no reading yet) is a valid exposition; one whose every time
+    # no timestamp holds is a wrong unit or a corrupt file, and nothing of it could be placed
+    if n_points and not n_samples and not n_values:
+        raise IngestError(src.display, "no samples left: " + "; ".join(
+            n for n in dropped + notes if n.startswith(("dropped", "kept"))))
     if n_points and not n_samples:
-        raise IngestError(src.display, "no samples left: " + "; ".join(n for n in dropped + notes if "dropped" in n))
+        notes.append("every sample is NaN or infinite: the dataset holds no number the cube can use")
     notes = dropped + notes
     notes.extend(checks.count_vs_inf_notes(con, unit, dataset_id))
     notes.extend(checks.time_range_notes(con, unit, t_min, t_max))
@@ -226,6 +237,13 @@ def _commit_records(con: duckdb.DuckDBPyConnection, kind: str, src: ingest.Sourc
     if dropped:
         report.notes.append(f"dropped {dropped} record(s) whose times fall outside 1970-2200 (a wrong unit or a "
                             "corrupt field)")
+    untimed = con.execute("select count(*) from stage_records where coalesce(arrival, first_token, finish) is null"
+                          ).fetchone()[0]
+    if untimed:
+        report.notes.append(
+            f"{'all' if untimed == n else untimed} record(s) carry no absolute time (the {records.WHAT[kind][0]} "
+            "gives durations only, or a clock with no epoch): their shares are exact, but they cannot be placed "
+            "in time, so every time range includes them")
     insert_dataset(con, report, digest, engine=None, n_series=0, n_samples=int(n), t_min=t_min, t_max=t_max,
                     interval=None)
     return report

@@ -7,11 +7,13 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app import live
+from app import live, records
 from app import promise as pm
 from app.cube import pulled_by_store
 from app.escape import csv_row, md
 from app.store import Workspace
+
+EXACT_COUNTS = "exact: increases of the raw samples"
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -43,11 +45,60 @@ def build(ws: Workspace, cube_id: int, window_s: int, promises: list[pm.Promise]
             doc["alerts"]["at"] = _iso(a["window_start"] + _td(window_s))
         paths.append(doc)
     pulls = pulled_by_store(ws, cube_id)
-    counts = ("exact: increases of the raw samples" if not pulls else
+    counts = (EXACT_COUNTS if not pulls else
               "extrapolated: PromQL increase() computed by the store (" + ", ".join(sorted({p["url"] for p in pulls}))
               + "); shares are ratios of one histogram's increases, so extrapolation mostly cancels in them")
     return {"start": _iso(start), "end": _iso(end), "window_s": window_s,
             "include_failed": include_failed, "counts": counts, "paths": paths}
+
+
+def build_from_records(ws: Workspace, dataset_ids: list[int], window_s: int, promises: list[pm.Promise],
+                       start: datetime | None = None, end: datetime | None = None,
+                       include_failed: bool = True) -> dict[str, Any]:
+    """The report document from per-request records alone (a benchmark's file, no metrics export): every
+    share is exact, counted over the requests; the range is the records' own unless given."""
+    cur = ws.cursor()
+    lo, hi = cur.execute(
+        "select min(coalesce(first_token, finish, arrival)), max(coalesce(first_token, finish, arrival)), "
+        "from request_records where list_contains($ids, dataset_id)", {"ids": dataset_ids}).fetchone()
+    untimed = cur.execute("select count(*) from request_records where list_contains($ids, dataset_id) and "
+                          "coalesce(first_token, finish, arrival) is null", {"ids": dataset_ids}).fetchone()[0]
+    # the range is left-open, like the cube's windows: start just before the first request
+    r_start = start or (lo - timedelta(microseconds=1) if lo else None)
+    frame = records.record_shares(ws, dataset_ids, promises, r_start, end, include_failed=include_failed)
+    by_path = {p.path: p for p in promises}
+    paths = []
+    for row in frame.itertuples():
+        if not row.requests:
+            continue
+        promise = by_path.get(row.path) or by_path[pm.ALL_PATHS]
+        joint = float(row.joint_share)
+        paths.append({
+            "path": row.path, "requests": float(row.requests), "failed_requests": float(row.failed_requests),
+            "ttft": _exact_marginal(promise.ttft_s, row.ttft_share),
+            "tpot": _exact_marginal(promise.tpot_s, row.tpot_share, basis="requests"),
+            "e2e": None, "queue": None,
+            "joint": {"share_low": joint, "share_high": joint, "exact_share": joint},
+            "target": promise.target, "attainment_low": 1 - joint, "attainment_high": 1 - joint,
+            "meets_target": pm.meets_target(1 - joint, 1 - joint, promise.target),
+            "budget_remaining": 1 - joint / (1 - promise.target),
+            "budget_remaining_best": 1 - joint / (1 - promise.target),
+        })
+    counts = "exact: per-request records (" + ", ".join(
+        sorted({r[0] for r in cur.execute("select format from datasets where list_contains($ids, dataset_id)",
+                                           {"ids": dataset_ids}).fetchall()})) + ")"
+    if untimed:
+        counts += f"; {untimed} record(s) carry no absolute time and count in any range"
+    return {"start": _iso(r_start) if r_start else None, "end": _iso(end or hi) if (end or hi) else None,
+            "window_s": window_s, "include_failed": include_failed, "counts": counts, "paths": paths}
+
+
+def _exact_marginal(threshold: float | None, share: float, basis: str | None = None) -> dict[str, Any] | None:
+    if threshold is None:
+        return None
+    out = {"threshold_s": float(threshold), "share": float(share), "share_low": float(share),
+           "share_high": float(share), "exact": True}
+    return {**out, "basis": basis} if basis else out
 
 
 def _td(seconds: int) -> Any:
@@ -67,9 +118,10 @@ def _marginal_md(m: dict[str, Any] | None) -> str:
 
 
 def to_markdown(doc: dict[str, Any]) -> str:
-    lines = [f"Promise report {doc['start']} .. {doc['end']} (windows of {doc['window_s']} s; failed requests "
+    span = f"{doc['start']} .. {doc['end']}" if doc["start"] else "over the whole file"
+    lines = [f"Promise report {span} (windows of {doc['window_s']} s; failed requests "
              f"{'count as breaches' if doc['include_failed'] else 'excluded'})", ""]
-    if not doc.get("counts", "exact").startswith("exact"):
+    if doc.get("counts", EXACT_COUNTS) != EXACT_COUNTS:
         lines += [f"Counts: {md(doc['counts'])}.", ""]
     lines += ["| path | requests | failed | TTFT breach | TPOT breach | joint breach | target | meets | budget left |",
               "|---|---:|---:|---|---|---|---:|---|---:|"]

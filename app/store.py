@@ -181,12 +181,14 @@ class Workspace:
             con.execute("delete from samples where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from families where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from request_records where dataset_id = $id", {"id": dataset_id})
+            con.execute("delete from skipped_samples where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from live_windows where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from live_pulls where dataset_id = $id", {"id": dataset_id})
             drop_cubes_for(con, dataset_id)
             con.execute("delete from datasets where dataset_id = $id", {"id": dataset_id})
             con.execute("delete from series where series_id not in (select distinct series_id from samples) "
-                        "and series_id not in (select distinct series_id from live_windows)")
+                        "and series_id not in (select distinct series_id from live_windows) "
+                        "and series_id not in (select distinct series_id from skipped_samples)")
 
     # -- settings and path rules ---------------------------------------------------------------
     def get_setting(self, key: str, default: Any = None) -> Any:

@@ -4,7 +4,9 @@
 --   sample, a blank or comment line, an abbreviation line holding only `...`, or a native
 --   histogram sample (skipped), and say what is wrong with a bad line. Handles tabs, runs of
 --   spaces, leading/trailing whitespace, no space after `}`, and OpenMetrics exemplars
---   (`value [ts] # {labels} value [ts]`, dropped).
+--   (`value [ts] # {labels} value [ts]`, dropped). An exemplar that is not of that shape (the
+--   OpenMetrics grammar: one space around `#`, a label set, a number, an optional timestamp; no hex
+--   floats) is a malformed line, as the reference parser holds it.
 -- grain: one row per re-read line
 -- reads: text_keys, text_lines, text_split
 -- @returns line_no BIGINT, class VARCHAR, series_key VARCHAR, value DOUBLE, ts_raw DOUBLE,
@@ -63,7 +65,8 @@ fields as (
         regexp_full_match(rest, '[ \t]*[^ \t]+(?:[ \t]+[^ \t#][^ \t]*)?(?:[ \t]+#.*)?[ \t]*') as shape_ok,
         regexp_extract(
             rest, '^[ \t]*([^ \t]+)(?:[ \t]+([^ \t#][^ \t]*))?', ['value_text', 'ts_text']
-        ) as f
+        ) as f,
+        nullif(regexp_extract(rest, '^[ \t]*[^ \t]+(?:[ \t]+[^ \t#][^ \t]*)?[ \t]+(#.*)$', 1), '') as exemplar
     from rests
 ),
 
@@ -97,6 +100,12 @@ samples as (
             when value is null then 'value ''' || value_text || ''' is not a number'
             when ts_text is not null and (ts_raw is null or not isfinite(ts_raw))
                 then 'timestamp ''' || ts_text || ''' is not a number'
+            when exemplar is not null and not regexp_full_match(
+                exemplar,
+                '# \{(?:[^"}]|"(?:[^"\\]|\\.)*")*\} '
+                || '(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?i:inf(?:inity)?)|(?i:nan))'
+                || '(?: [+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)?'
+            ) then 'malformed exemplar ''' || exemplar || ''' (expected `# {labels} value [timestamp]`)'
         end as problem,
         line
     from typed

@@ -2,14 +2,18 @@
 -- purpose: the exact breach shares of a promise from per-request records: TTFT, TPOT and the joint
 --   promise (a request breaches when any set threshold is exceeded, or it failed and failures count).
 --   A request is in the range (start, end] when its first token (else its finish, else its arrival)
---   is, like the cube's left-open windows; a request still in flight is in the population.
+--   is, like the cube's left-open windows; a request still in flight is in the population; a request
+--   with no time at all (a benchmark whose clock has no epoch) cannot be placed and is in every
+--   range. Failed requests are in the population when failures count (each a breach), and left out
+--   of it when they do not: the shares are then over the successful requests only.
 -- grain: one row per path
 -- reads: request_records
 -- @param dataset_ids INTEGER[]  datasets whose records to use
 -- @param promises STRUCT[]  list of {path, ttft_s, tpot_s, e2e_s, queue_s, target}; path '*' = every path
 -- @param start_ts TIMESTAMP  inclusive
 -- @param end_ts TIMESTAMP  exclusive
--- @param include_failed BOOLEAN  failed (abort/error) requests breach the joint promise
+-- @param include_failed BOOLEAN  failed (abort/error) requests are in the population and breach the
+--   joint promise; false: the population is the requests that did not fail
 -- @returns path VARCHAR, requests BIGINT, failed_requests BIGINT, ttft_share DOUBLE, tpot_share DOUBLE,
 --   joint_share DOUBLE
 with
@@ -26,8 +30,11 @@ records as (
     select *
     from request_records
     where list_contains($dataset_ids, dataset_id)
-        and coalesce(first_token, finish, arrival) > $start_ts
-        and coalesce(first_token, finish, arrival) <= $end_ts
+        and coalesce(
+            coalesce(first_token, finish, arrival) > $start_ts and coalesce(first_token, finish, arrival) <= $end_ts,
+            true
+        )
+        and ($include_failed or not coalesce(finished_reason in ('abort', 'error'), false))
 ),
 
 with_promise as (

@@ -102,7 +102,8 @@ def test_a_frame_goes_through_the_checks_a_file_does(ws: Workspace) -> None:
     report = load_frame(ws, pd.DataFrame(rows), "checked")
     assert report.status == "loaded", report.errors
     assert report.notes[0] == (
-        'dropped 1 sample(s) with a NaN or infinite value: vllm:prompt_tokens_total{model_name="m"} = NaN at '
+        'kept 1 sample(s) with a NaN or infinite value apart (valid values, stored in skipped_samples; the cube '
+        'skips them): vllm:prompt_tokens_total{model_name="m"} = NaN at '
         f"{ts(15).isoformat()}Z on row 2")
     assert report.notes[1] == (
         "dropped 1 sample(s) with a negative value in a series that only counts up (counter, bucket or _count): "
@@ -138,7 +139,8 @@ def test_count_against_inf_compares_what_the_load_keeps(ws: Workspace) -> None:
     rows += [r for r in gap if not (r["labels"].get("le") == "+Inf" and r["ts"] == T0 + 15)]
     report = load_frame(ws, pd.DataFrame(rows), "pairs")
     assert report.status == "loaded", report.errors
-    assert report.notes[0].startswith("dropped 1 sample(s) with a NaN or infinite value: "
+    assert report.notes[0].startswith("kept 1 sample(s) with a NaN or infinite value apart (valid values, stored "
+                                      "in skipped_samples; the cube skips them): "
                                       'vllm:e2e_request_latency_seconds_count{model_name="m"} = NaN')
     assert report.notes[1].startswith("1 histogram(s) have no +Inf bucket")
     count_line = next(i for i, r in enumerate(rows, 1)
@@ -171,12 +173,18 @@ def test_samples_dated_in_the_future_or_before_2000_are_kept_with_a_note(ws: Wor
     assert not [n for n in load_file(ws, plain).notes if "dated" in n]
 
 
-def test_a_frame_of_nothing_usable_is_refused(ws: Workspace) -> None:
+def test_a_frame_of_only_nan_is_kept_apart(ws: Workspace) -> None:
+    """NaN and infinite values are valid (OpenMetrics): stored beside the samples, which the cube reads,
+    and counted in the report; a frame of nothing else loads with no sample the cube can use."""
     rows = samples("vllm:num_requests_running", {"model_name": "m"}, [(0, float("nan")), (15, float("inf"))])
     report = load_frame(ws, pd.DataFrame(rows), "all-nan")
-    assert report.status == "failed"
-    assert report.errors[0].startswith("all-nan: no samples left: dropped 2 sample(s) with a NaN or infinite value")
-    assert ws.dataset_ids() == []
+    assert report.status == "loaded" and report.samples == 0, report.errors
+    assert report.notes[0].startswith("kept 2 sample(s) with a NaN or infinite value apart")
+    assert "every sample is NaN or infinite" in " ".join(report.notes)
+    kept = ws.con.execute("select count(*), count(*) filter (isnan(value)), count(*) filter (isinf(value)) "
+                          "from skipped_samples where dataset_id = $id", {"id": report.dataset_id}).fetchone()
+    assert kept == (2, 1, 1)
+    assert ws.con.execute("select count(*) from samples").fetchone()[0] == 0
 
 
 _COUNT_EDITS = st.lists(st.sampled_from(["same", "differs", "nan", "no_inf", "no_count", "negative_inf"]),

@@ -123,7 +123,8 @@ def test_aiperf_and_genai_perf_records(tmp_path: Path) -> None:
         p = [Promise(ttft_s=0.5, tpot_s=0.05)]
         # aiperf: request 2 breaches TTFT, request 3 TPOT, request 4 failed
         assert exact_joint_shares(ws, [a.dataset_id], p, None, None) == {"aiperf": 0.75}
-        assert exact_joint_shares(ws, [a.dataset_id], p, None, None, include_failed=False) == {"aiperf": 0.5}
+        # failures excluded: the share is over the three requests that did not fail
+        assert exact_joint_shares(ws, [a.dataset_id], p, None, None, include_failed=False) == {"aiperf": 2 / 3}
         # genai-perf: TTFT 0.1 s and 0.7 s; TPOT 20 ms and 100 ms
         assert exact_joint_shares(ws, [g.dataset_id], p, None, None) == {"genai-perf": 0.5}
 
@@ -136,3 +137,56 @@ def test_vllm_bench_without_details_is_a_clear_error(tmp_path: Path) -> None:
         r = load.load_file(ws, f)
     assert r.status == "failed"
     assert "--save-detailed" in r.errors[0] and f.name in r.errors[0]
+
+
+def test_sglang_bench_serving_runs(tmp_path: Path) -> None:
+    """Two runs appended to one JSONL file (the second with its arrays under `details`, as newer SGLang
+    writes them): one path per run; E2E = TTFT + the gaps; a request with an error failed."""
+    src = Path(__file__).resolve().parent / "fixtures" / "queries" / "records__from_sglang_bench.jsonl"
+    path = tmp_path / "sglang_2026_2_512_128.jsonl"
+    path.write_text(src.read_text())
+    with Workspace(":memory:") as ws:
+        r = load.load_file(ws, path)
+        assert (r.status, r.format, r.samples, r.paths) == ("loaded", "sglang-bench-jsonl", 3,
+                                                            ["sglang run 1", "sglang run 2"]), r.errors
+        rows = ws.con.execute("select path, ttft_s, tpot_s, e2e_s, finished_reason from request_records "
+                              "order by path, finished_reason desc").fetchall()
+        assert rows == [("sglang run 1", 0.08, pytest.approx(0.0115), pytest.approx(0.103), "stop"),
+                        ("sglang run 1", None, None, None, "error"),
+                        ("sglang run 2", 0.09, pytest.approx(0.02), pytest.approx(0.11), "stop")]
+        p = [Promise(ttft_s=0.085, tpot_s=0.015)]
+        # run 1: one failure (a breach when failures count); run 2: TPOT 20 ms > 15 ms
+        assert exact_joint_shares(ws, [r.dataset_id], p, None, None) == {"sglang run 1": 0.5, "sglang run 2": 1.0}
+        assert exact_joint_shares(ws, [r.dataset_id], p, None, None, include_failed=False) == {
+            "sglang run 1": 0.0, "sglang run 2": 1.0}
+
+
+def test_sglang_results_without_details_are_a_clear_error(tmp_path: Path) -> None:
+    f = tmp_path / "sglang_2026_2.jsonl"
+    f.write_text("\n".join(json.dumps({"backend": "sglang", "dataset_name": "random", "completed": 2,
+                                       "mean_ttft_ms": 80.0 + i}) for i in range(2)) + "\n")
+    with Workspace(":memory:") as ws:
+        r = load.load_file(ws, f)
+    assert r.status == "failed" and "--output-details" in r.errors[0]
+
+
+def test_aiperf_records_judged_on_several_lines(tmp_path: Path) -> None:
+    """Cancelled requests first (their metrics hold only error_request_count), as AIPerf writes them:
+    still a per-request file, never handed to the server-metrics reader."""
+    lines = [json.dumps({"metadata": {"session_num": i, "request_start_ns": (T0 + i) * 10**9, "worker_id": "w0",
+                                      "benchmark_phase": "profiling", "was_cancelled": True},
+                         "metrics": {"error_request_count": {"value": 1, "unit": "requests"}},
+                         "error": {"code": 499, "type": "RequestCancellationError", "message": "cancelled"}})
+             for i in range(3)]
+    lines.append(json.dumps({"metadata": {"session_num": 3, "request_start_ns": (T0 + 3) * 10**9, "worker_id": "w0",
+                                          "benchmark_phase": "profiling", "was_cancelled": False},
+                             "metrics": {"time_to_first_token": {"value": 0.2, "unit": "s"},
+                                         "inter_token_latency": {"value": 20.0, "unit": "ms"},
+                                         "request_latency": {"value": 2200.0, "unit": "ms"}}}))
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with Workspace(":memory:") as ws:
+        r = load.load_file(ws, path)
+        assert (r.status, r.format, r.samples) == ("loaded", "aiperf-profile-jsonl", 4), r.errors
+        assert ws.con.execute("select list(finished_reason order by arrival), max(ttft_s), max(tpot_s) "
+                              "from request_records").fetchone() == (["abort"] * 3 + ["stop"], 0.2, 0.02)

@@ -30,9 +30,11 @@ print(json.dumps({"status": r.status, "samples": r.samples, "errors": r.errors,
 """
 
 
-def test_the_records_of_a_detailed_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("latencies", [False, True], ids=["upstream-gaps", "fork-latencies"])
+def test_the_records_of_a_detailed_result(tmp_path: Path, latencies: bool) -> None:
+    """Upstream vLLM writes the gaps (E2E = TTFT + their sum); a fork's `latencies` are used where written."""
     path = tmp_path / "vllm-infqps-concurrency256-Llama-3.1-8B-20261128-101500.json"
-    truth = vllm_bench.write(path, 2000, failed_every=50)
+    truth = vllm_bench.write(path, 2000, failed_every=50, latencies=latencies)
     with Workspace(":memory:") as ws:
         report = load.load_file(ws, path)
         assert report.status == "loaded" and report.format == "vllm-bench-json", report.errors

@@ -98,10 +98,14 @@ def record_paths(ws: Workspace, export: Export) -> dict[str, str]:
 
 
 def _records_joint(rec: pd.DataFrame, on: pd.Series, x: float, y: float, include_failed: bool) -> float:
-    """The joint breach share of the records ``on``, computed here with pandas."""
+    """The joint breach share of the records ``on``, computed here with pandas: failed requests breach
+    when failures count, and leave the population when they do not."""
     breach = (rec["ttft_s"] > x) | (rec["tpot_s"] > y)
+    failed = rec["finished_reason"].isin(["abort", "error"])
     if include_failed:
-        breach |= rec["finished_reason"].isin(["abort", "error"])
+        breach |= failed
+    else:
+        on = on & ~failed
     return float(breach[on].mean())
 
 

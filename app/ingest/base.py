@@ -69,6 +69,9 @@ class Staged:
     # how many samples ``stage_points`` holds, when the reader knows it without counting them (a
     # view's); None: count them
     n_points: int | None = None
+    # families named by metadata lines (# HELP, # UNIT, # TYPE), whatever their samples: a file of
+    # metadata alone is a valid exposition (a server that has served nothing yet)
+    n_metadata_families: int = 0
     # frees what a view ``stage_points`` reads, once the load has stored the samples
     release: Callable[[duckdb.DuckDBPyConnection], None] | None = field(default=None, repr=False)
 

@@ -5,10 +5,13 @@ Run by ``app.ingest.stage`` after the format's reader, on its ``stage_keys``/``s
 Each finding is dropped, repaired or kept with a note saying which, naming the series and the line
 (a row of Parquet, a series of Prometheus API JSON):
 
-- samples whose time is outside the years 1 to 9999, whose value is NaN or infinite (a summary's
-  quantile excepted), or negative in a series that only counts up (counter, bucket, ``_count``):
-  dropped, because a counter holding one would make a false reset or an infinite increase (the
-  load's insert leaves them out, and ``bad_point_notes`` words them when there were any);
+- samples negative in a series that only counts up (counter, bucket, ``_count``): dropped, because a
+  counter holding one would make a false reset (the load's insert leaves them out, and
+  ``bad_point_notes`` words them when there were any);
+- samples whose value is NaN or infinite (a summary's quantile excepted, stored as it is), or whose
+  time is outside the years 1 to 9999: valid samples (OpenMetrics allows both), kept apart in
+  ``skipped_samples`` (``ingest__insert_skipped_samples``; such a time as NULL), which the cube does
+  not read, and counted in the load report;
 - a histogram with buckets but no ``+Inf`` bucket: its ``_count`` stands in (the same number by
   definition: repaired), or, without one, its buckets are dropped (no total to take a share of);
 - a ``_count`` that differs from its ``+Inf`` bucket: kept as it is (shares come from the buckets,
@@ -88,7 +91,12 @@ def bad_point_notes(con: duckdb.DuckDBPyConnection, staged: Staged, unit: str, n
             + f" on {unit} {e['src_line']}"
             for e in examples)
         more = f" and {n - len(examples)} more" if n > len(examples) else ""
-        notes.append(f"dropped {n} sample(s) with {_REASONS[reason]}: {shown}{more}")
+        if reason in ("value", "time"):  # valid samples no number may be computed from: stored apart, the cube skips them
+            notes.append(f"kept {n} sample(s) with {_REASONS[reason]} apart (valid "
+                         f"{'values' if reason == 'value' else 'samples'}, stored in skipped_samples; the cube "
+                         f"skips them): {shown}{more}")
+        else:
+            notes.append(f"dropped {n} sample(s) with {_REASONS[reason]}: {shown}{more}")
     sql.execute(con, "ingest__check_drop_points")
     return notes
 

@@ -92,6 +92,13 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
     notes = _skipped_notes(con)
     sql.execute(con, "ingest__text_drop_reread")
     sql.execute(con, "ingest__text_add_slow", ts_unit_us=unit_s * 1e6)
+    if fmt == "openmetrics":
+        before = con.execute("select count(*) from text_split").fetchone()[0]
+        sql.execute(con, "ingest__text_repeated_times")
+        n_repeats = before - con.execute("select count(*) from text_split").fetchone()[0]
+        if n_repeats:
+            notes.append(f"{n_repeats} sample(s) repeat a series at a timestamp it already had: the first kept "
+                         "(OpenMetrics: the earliest MetricPoint is used)")
 
     n_timed, n_untimed, _, _, _, ts_median = sql.rows(con, "ingest__text_time_stats")[0]
     if n_timed:
@@ -108,11 +115,13 @@ def read_exposition(con: duckdb.DuckDBPyConnection, src: Source, dump: bool = Fa
             notes.append(f"{n_untimed} samples without a timestamp took their snapshot's time "
                          f"({n_timed} carried their own)")
 
+    n_meta = con.execute("select count(distinct family) from text_meta where kind in ('help', 'type', 'unit') "
+                         "and family is not null").fetchone()[0]
     sql.materialize(con, "ingest__text_stage_keys", "stage_keys")
     sql.materialize(con, "ingest__text_families", "stage_families")
     _split_becomes_stage_points(con, unit_s)
     empty_tables(con, _HELPERS)
-    return Staged(format=fmt, time_source=time_source, notes=notes)
+    return Staged(format=fmt, time_source=time_source, notes=notes, n_metadata_families=n_meta)
 
 
 def _split_becomes_stage_points(con: duckdb.DuckDBPyConnection, unit_s: float) -> None:

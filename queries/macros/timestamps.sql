@@ -7,3 +7,14 @@
 create or replace macro ts_from_unit(raw, unit_us) as
     case when raw * unit_us between -62135596800e6 and 253402300799e6
         then make_timestamp(cast(round(raw * unit_us) as bigint)) end;
+
+-- seconds per unit of a benchmark's duration field (AIPerf's `{"value", "unit"}`); milliseconds when
+-- the unit is missing, as every per-request latency of AIPerf is written
+create or replace macro seconds_per_unit(unit) as
+    case lower(coalesce(unit, 'ms'))
+        when 'ns' then 1e-9
+        when 'us' then 1e-6
+        when 'ms' then 1e-3
+        when 's' then 1.0
+        when 'sec' then 1.0
+    end;

@@ -44,6 +44,18 @@ create table if not exists samples (
     value double not null
 );
 
+-- valid samples no number of the cube is computed from, kept beside `samples`: a NaN or infinite
+-- value (OpenMetrics allows both; a gauge may hold NaN; reason 'value'), a time no timestamp holds
+-- (outside the years 1 to 9999, NULL here; reason 'time'); counted in the load report
+create table if not exists skipped_samples (
+    dataset_id integer not null,
+    series_id ubigint not null,
+    ts timestamp,
+    value double not null,
+    src_line bigint,
+    reason varchar not null
+);
+
 -- HELP/TYPE of metric families as declared in the files
 create table if not exists families (
     dataset_id integer not null,

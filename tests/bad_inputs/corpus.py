@@ -193,19 +193,19 @@ def _text_cases() -> list[Case]:
     add(Case("negative_bucket", "negbucket.prom", (HIST_HEAD + hist(t1, (1, 2, 2)) + hist(t2, (-3, 4, 4))).encode(),
              "loaded", r'dropped 1 sample.*negative.*_bucket\{engine="0",le="0\.1",model_name="m"\} = -3 .*line 8'))
     add(Case("nan_sum", "nansum.prom", (HIST_HEAD + hist(t1, (1, 2, 2)) + hist(t2, (2, 4, 4), total="NaN")).encode(),
-             "loaded", r"dropped 1 sample.*NaN.*_sum.*line 12"))
+             "loaded", r"kept 1 sample.*NaN.*_sum.*line 12"))
     add(Case("inf_count", "infcount.prom", (HIST_HEAD + hist(t1, (1, 2, 2)) + hist(t2, (2, 4, 4), count="+Inf")).encode(),
-             "loaded", r"dropped 1 sample.*\+?[Ii]nf.*_count.*line 11"))
+             "loaded", r"kept 1 sample.*\+?[Ii]nf.*_count.*line 11"))
     add(Case("negative_counter", "negcounter.prom", (
         "# TYPE vllm:prompt_tokens counter\n" f"vllm:prompt_tokens_total{{{LABELS}}} 5 {t1}\n"
         f"vllm:prompt_tokens_total{{{LABELS}}} -1 {t2}\n").encode(), "loaded", r"dropped 1 sample.*-1.*line 3"))
     add(Case("nan_counter", "nancounter.prom", (
         "# TYPE vllm:prompt_tokens counter\n" f"vllm:prompt_tokens_total{{{LABELS}}} 5 {t1}\n"
-        f"vllm:prompt_tokens_total{{{LABELS}}} NaN {t2}\n").encode(), "loaded", r"dropped 1 sample.*NaN.*line 3"))
+        f"vllm:prompt_tokens_total{{{LABELS}}} NaN {t2}\n").encode(), "loaded", r"kept 1 sample.*NaN.*line 3"))
     add(Case("neg_inf_bucket", "neginf.prom", (HIST_HEAD + hist(t1, (1, 2, 2)) + hist(t2, (2, "-Inf", 4))).encode(),
-             "loaded", r'dropped 1 sample.*infinite.*le="0\.5".* = -Inf .*line 9'))
+             "loaded", r'kept 1 sample.*infinite.*le="0\.5".* = -Inf .*line 9'))
     add(Case("nan_gauge", "nangauge.prom", (GAUGE_HEAD + gauge(t1, 1) + gauge(t2, "NaN")).encode(), "loaded",
-             r"dropped 1 sample.*NaN.*line 4"))
+             r"kept 1 sample.*NaN.*line 4"))
     # histogram shape
     no_inf = HIST_HEAD + "".join(ln + "\n" for ln in (hist(t1, (1, 2, 2)) + hist(t2, (2, 4, 4))).splitlines()
                                  if "+Inf" not in ln)
@@ -259,7 +259,7 @@ def _text_cases() -> list[Case]:
              "loaded", r"2 sample.*before 2000.*line 3"))
     add(Case("one_sample_beyond_9999", "y10000.prom",
              (GAUGE_HEAD + gauge(t1, 1) + gauge(253_402_300_800_000, 5) + gauge(t2, 2)).encode(), "loaded",
-             r"dropped 1 sample.*years 1 to 9999.*line 4"))
+             r"kept 1 sample.*years 1 to 9999.*line 4"))
     add(Case("every_sample_beyond_9999", "y10000all.prom",
              (GAUGE_HEAD + gauge(253_402_300_800_000, 5)).encode(), "failed",
              r"^y10000all\.prom: no samples left.*line 3"))
@@ -327,11 +327,11 @@ def _json_cases() -> list[Case]:
              r"milliseconds.*read as ms"))
     add(Case("api_counter_nan", "apinan.json", _api([_api_series("vllm:prompt_tokens_total",
                                                                  [[T_S, "5"], [T_S + 15, "NaN"]], model_name="m")]),
-             "loaded", r"dropped 1 sample.*NaN.*series 1"))
+             "loaded", r"kept 1 sample.*NaN.*series 1"))
     add(Case("api_one_sample_beyond_9999", "apifar.json",
              _api([_api_series(RUNNING, [[T_S, "1"], [T_S + 15, "2"]], model_name="m"),
                    _api_series(RUNNING, [[253_402_300_800, "1"]], model_name="n")]), "loaded",
-             r"dropped 1 sample.*years 1 to 9999.*series 2"))
+             r"kept 1 sample.*years 1 to 9999.*series 2"))
     add(Case("api_native_histogram", "native.json", _api([{
         "metric": {"__name__": TTFT, "model_name": "m"}, "values": [[T_S, "1"]],
         "histograms": [[T_S, {"count": "1", "sum": "0.1", "buckets": [[0, "0.1", "0.2", "1"]]}]]}]), "loaded",
