@@ -72,7 +72,9 @@ async def drive(trace: list[dict], urls: list[str], model: str, spec: TraceSpec,
     in_flight = [0] * len(urls)
     results: list[dict] = [{} for _ in trace]
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
-    connector = aiohttp.TCPConnector(limit=0)
+    # a connection per request: reusing one the server is closing (uvicorn drops idle keep-alive
+    # connections after 5 s) resets a request that never reached the engine
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
     late = 0
 
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:

@@ -26,6 +26,9 @@ from app.bench.realengine.trace import TraceSpec, generate
 SETTLE_S = 12.0  # scrapes before the first request and after the last: the export's baselines
 QUIET_LOAD = 0.5  # the 1-minute load average a run waits for before it starts (beside its own)
 QUIET_WAIT_S = 3600.0
+# while a run goes on this file says which cores it holds ("all" or "one"), so that other jobs on the
+# machine can hold their heavy work (two replicas take every core; one leaves a core to share)
+BUSY_FILE = Path(os.environ.get("HEADROOM_ENGINE_BUSY_FILE", "/tmp/headroom-engine-busy"))
 
 
 def _cpu_times() -> list[tuple[int, int]]:
@@ -140,6 +143,15 @@ def run(spec: RunSpec, model_dir: Path, out: Path, say=lambda _m: None) -> Path:
     meta = {"spec": spec.as_json(), "machine": machine(), "commit": commit(), "vllm": fl.VLLM_VERSION,
             "cores": {"replicas": replica_cores, "driver_and_prometheus": helper_core}}
     meta["waited_for_quiet_s"] = round(wait_for_quiet(say), 1)
+    BUSY_FILE.write_text(f"{'one' if helper_core is not None else 'all'} {spec.name}\n")
+    try:
+        return _run(spec, model_dir, out, say, meta, replica_cores, helper_core)
+    finally:
+        BUSY_FILE.unlink(missing_ok=True)
+
+
+def _run(spec: RunSpec, model_dir: Path, out: Path, say, meta: dict, replica_cores: list[int],
+         helper_core: int | None) -> Path:
     fleet = fl.start_fleet(model_dir, replica_cores, spec.flags, out)
     prom = None
     monitor = LoadMonitor()
