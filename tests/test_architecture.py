@@ -13,8 +13,8 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # bottom to top; a module may import its own layer or those below. The CLI, benchmarks and pages are
 # the top: nothing imports them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("app.sql", "app.jsonable", "app.escape", "app.provenance", "app.ingest", "app.simulator"),
-    ("app.store",),
+    ("app.sql", "app.jsonable", "app.escape", "app.provenance", "app.ingest", "app.engine"),
+    ("app.store", "app.simulator"),
     ("app.cube", "app.promise"),
     ("app.records",),
     ("app.load", "app.live"),

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.simulator import Events, simulate_day
+from app.engine.config import Events
+from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export
 from app.simulator.sample import write_metrics_parquet
 from tests.support.cli_run import run_cli, simulated_export

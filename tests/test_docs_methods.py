@@ -14,8 +14,8 @@ import pytest
 from app.cube import ensure_cube
 from app.economics import curve, money, queueing
 from app.economics.capacity import Assumptions, FitQuality, ReplicaModel
+from app.engine.policy import client_throttle, expected_attempts
 from app.promise import Promise, burn_factor, shares, time_range
-from app.simulator.policy import client_throttle, expected_attempts
 from app.store import Workspace
 from app.ui.tail import window_quantiles
 from tests.conftest import histogram, load, samples

@@ -18,8 +18,7 @@ import pytest
 
 from app.economics import accuracy, scenarios
 from app.economics.replay import demand_requests, replay, twin_max_model_len
-from app.simulator import EngineConfig, StepTime
-from app.simulator.config import ROUTERS
+from app.engine.config import ROUTERS, EngineConfig, StepTime
 
 # under-provisioned, over-provisioned, busier, longer contexts (flagged: never observed)
 REDUCED = {

@@ -536,7 +536,7 @@ def test_policy_rows_beside_the_static_ones_and_the_report_downloads(monkeypatch
     """Issue 15 parts 3-6: the policies are inputs of the Economics form and rows beside its table; a
     price change re-prices them without a replay; the report downloads as the CLI prints it."""
     from app.economics import policies
-    from app.simulator import twin_policy
+    from app.engine import twin_policy
 
     monkeypatch.setenv("HEADROOM_WORKERS", "1")  # the policy replays in this process, where they are counted
     at = goto(open_app(), "economics")

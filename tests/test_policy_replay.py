@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from app.economics import accuracy
-from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.policy import (
+from app.engine.config import EngineConfig, FleetConfig, StepTime
+from app.engine.policy import (
     REASON_REJECTED,
     Admission,
     Autoscaler,
@@ -25,9 +25,9 @@ from app.simulator.policy import (
     uniform_floats,
     user_outcomes,
 )
-from app.simulator.policy_fleet import run_policy_fleet
-from app.simulator.trace import generate_trace, scale_traffic
-from app.simulator.twin_policy import simulate_policy
+from app.engine.policy_fleet import run_policy_fleet
+from app.engine.twin_policy import simulate_policy
+from app.simulator.traffic import generate_trace, scale_traffic
 
 DETERMINISTIC = StepTime(noise_sigma=0.0, frontend_s=0.0, frontend_per_token_s=0.0)
 

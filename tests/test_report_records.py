@@ -27,10 +27,10 @@ import pytest
 from app import load, report
 from app.cli import main
 from app.cube import ensure_cube
+from app.engine.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS
 from app.promise import Promise
 from app.records import exact_joint_shares
 from app.simulator import simulate_day
-from app.simulator.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS
 from app.simulator.sample import write_metrics_parquet, write_records_parquet
 from app.store import Workspace
 from tests.support.report_truth import (

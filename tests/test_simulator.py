@@ -19,10 +19,12 @@ import pytest
 
 from app import load
 from app.cube import cube_frame, ensure_cube
+from app.engine.config import EngineConfig, Events, FleetConfig, StepTime
+from app.engine.fleet import run_fleet
+from app.engine.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS, go_float, request_token_buckets
+from app.engine.outcomes import run_arrays
+from app.engine.trace import TrafficSpec
 from app.simulator import (
-    Events,
-    FleetConfig,
-    StepTime,
     default_events,
     generate_trace,
     run_scenario,
@@ -33,12 +35,8 @@ from app.simulator import (
     true_shares,
 )
 from app.simulator.cli import main as simulate_main
-from app.simulator.config import EngineConfig
-from app.simulator.fleet import run_fleet
-from app.simulator.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS, go_float, request_token_buckets
-from app.simulator.records import run_arrays
 from app.simulator.sample import PROMISES, metrics_table, write_metrics_parquet
-from app.simulator.trace import DEFAULT_DAY, TrafficSpec
+from app.simulator.traffic import DEFAULT_DAY
 from app.store import Workspace
 
 NOON = DEFAULT_DAY + timedelta(hours=12)

@@ -1,6 +1,6 @@
 """The engine against a deliberately naive, step-by-step transcription of the vLLM V1 scheduler.
 
-The reference shares no code with ``app.simulator.engine``: every step walks every request, blocks are
+The reference shares no code with ``app.engine.replica``: every step walks every request, blocks are
 counted per request, nothing is advanced in closed form. Both run the same requests on one replica
 (noise off) and must give the same first-scheduled, first-token and finish times and preemption counts.
 """
@@ -14,10 +14,10 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from app.simulator import FleetConfig, StepTime, generate_trace, scenario_trace
-from app.simulator.config import EngineConfig
-from app.simulator.fleet import run_fleet
-from app.simulator.trace import DEFAULT_DAY
+from app.engine.config import EngineConfig, FleetConfig, StepTime
+from app.engine.fleet import run_fleet
+from app.simulator import generate_trace, scenario_trace
+from app.simulator.traffic import DEFAULT_DAY
 
 
 @dataclass

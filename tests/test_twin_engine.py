@@ -32,14 +32,12 @@ from app.economics.replay import (
     twin_max_model_len,
 )
 from app.economics.scenarios import Analysis
-from app.promise import Promise
-from app.simulator import twin_engine, twin_policy
-from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.fleet import run_fleet
-from app.simulator.policy import Admission, Autoscaler, Policy, Retry
-from app.simulator.records import run_arrays
-from app.simulator.trace import generate_trace, scale_context, scale_traffic
-from app.simulator.twin_engine import (
+from app.engine import twin_engine, twin_policy
+from app.engine.config import EngineConfig, FleetConfig, StepTime
+from app.engine.fleet import run_fleet
+from app.engine.outcomes import run_arrays
+from app.engine.policy import Admission, Autoscaler, Policy, Retry
+from app.engine.twin_engine import (
     RING_ROWS,
     Counting,
     breach_counts,
@@ -48,6 +46,8 @@ from app.simulator.twin_engine import (
     unsupported,
     view_counts,
 )
+from app.promise import Promise
+from app.simulator.traffic import generate_trace, scale_context, scale_traffic
 from app.store import Workspace
 from tests.support.cli_run import simulated_export
 
@@ -313,7 +313,7 @@ COPY_SCRIPT = """
 import json, pickle, sys
 from pathlib import Path
 from app.economics import compiled
-from app.simulator import twin_engine
+from app.engine import twin_engine
 assert Path(compiled.__file__).is_relative_to(Path.cwd()), compiled.__file__  # the copy, not the checkout
 run = twin_engine._run
 had_index = (Path(run._cache._cache_path) / run._cache._cache_file._index_name).exists()
@@ -336,7 +336,7 @@ def test_another_copy_of_the_code_loads_the_shipped_engine_cache_instead_of_comp
     A second install leaves a cache that has an index alone."""
     compiled.ready(compiled.FLEET)
     shipped = compiled.cache_files()
-    assert "app.simulator.twin_engine:_run" in shipped
+    assert "app.engine.twin_engine:_run" in shipped
     assert all(any(n.endswith(".nbi") for n in files) for files in shipped.values())
     copy = tmp_path / "unpacked"
     shutil.copytree(Path(compiled.__file__).parents[1], copy / "app",

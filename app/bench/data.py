@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.simulator.metrics_catalog import (
+from app.engine.metrics_catalog import (
     FINISHED_REASONS,
     ITL_BUCKETS,
     REQUEST_LATENCY_BUCKETS,

@@ -37,10 +37,10 @@ from app.economics.replay import (
     twin_config,
     twin_max_model_len,
 )
+from app.engine.fleet import run_fleet
 from app.load import load_file
 from app.promise import Promise
 from app.simulator import simulate_day
-from app.simulator.fleet import run_fleet
 from app.simulator.sample import write_metrics_parquet
 from app.store import Workspace
 

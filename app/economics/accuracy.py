@@ -40,25 +40,15 @@ from app.economics import policies
 from app.economics import scenarios as sc
 from app.economics.capacity import Assumptions
 from app.economics.executors import LocalProcesses, default_workers
+from app.engine.config import EngineConfig, Events, FleetConfig, Restart, ScrapeGap, StepTime
+from app.engine.policy import Admission, Autoscaler, Policy, Retry, user_outcomes
+from app.engine.policy_fleet import run_policy_fleet
+from app.engine.trace import PathSpec, Trace, TrafficSpec
 from app.jsonable import dumps
 from app.promise import Promise
-from app.simulator import (
-    EngineConfig,
-    Events,
-    FleetConfig,
-    StepTime,
-    TrafficSpec,
-    generate_trace,
-    run_scenario,
-    scenario_trace,
-    simulate_day,
-    true_shares,
-)
-from app.simulator.config import Restart, ScrapeGap
+from app.simulator import generate_trace, run_scenario, scenario_trace, simulate_day, true_shares
 from app.simulator.metrics import minimal_export
-from app.simulator.policy import Admission, Autoscaler, Policy, Retry, user_outcomes
-from app.simulator.policy_fleet import run_policy_fleet
-from app.simulator.trace import DEFAULT_DAY, PathSpec, Trace
+from app.simulator.traffic import DEFAULT_DAY
 from app.store import Workspace
 
 KINDS = ("full", "minimal")

@@ -35,8 +35,8 @@ import pandas as pd
 from app.economics.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
 from app.economics.demand import Demand
 from app.economics.replay import WARMUP_S, Thresholds, shares_of_counts, simulate_twin, twin_config
-from app.simulator.config import ROUTERS
-from app.simulator.records import US
+from app.engine.config import ROUTERS
+from app.engine.outcomes import US
 
 ROUNDS = 8
 TOLERANCE = 0.01  # stop when every fitted quantity moved by less than 1 %

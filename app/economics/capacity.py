@@ -44,7 +44,7 @@ from scipy.optimize import nnls
 
 from app import sql
 from app.cube import FIT_BUCKETS, FIT_SIGNALS, FIT_WINDOW_S, REPLICA_LABELS, ensure_cube
-from app.simulator.config import StepTime
+from app.engine.config import StepTime
 from app.store import Workspace
 
 KV_FULL = 0.95

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from app.economics import demand
-from app.simulator import twin_engine, twin_policy
-from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.policy import Policy
-from app.simulator.trace import PathSpec, Trace, TrafficSpec
-from app.simulator.twin_engine import Counting, simulate
-from app.simulator.twin_policy import simulate_policy
+from app.engine import twin_engine, twin_policy
+from app.engine.config import EngineConfig, FleetConfig, StepTime
+from app.engine.policy import Policy
+from app.engine.trace import PathSpec, Trace, TrafficSpec
+from app.engine.twin_engine import Counting, simulate
+from app.engine.twin_policy import simulate_policy
 
 try:
     import fcntl

@@ -4,7 +4,7 @@ deferred off-peak), each a row beside the static N' scenarios, on the same axis 
 cost).
 
 A row replays the observed demand (the same synthesized requests as the static rows) through the
-twin under its policy (:mod:`app.simulator.twin_policy`: the same decisions as the simulator's
+twin under its policy (:mod:`app.engine.twin_policy`: the same decisions as the simulator's
 Python loop, bit for bit). Shares are per **user request** arriving in the export's range: a request
 breaches when it was rejected in the end (rejections count as breaches, as the promise is broken),
 when its TTFT as the user saw it (from its first attempt, backoff included) is above the promise, or
@@ -34,8 +34,8 @@ from app.economics.replay import (
     twin_max_model_len,
 )
 from app.economics.scenarios import Analysis
-from app.simulator.policy import Policy, user_outcomes
-from app.simulator.twin_policy import simulate_policy
+from app.engine.policy import Policy, user_outcomes
+from app.engine.twin_policy import simulate_policy
 
 KINDS = ("autoscaler", "admission", "retry", "degradation")
 

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from app.economics.policies import CapTokens, Defer, PolicyScenario, SmallerModel
-from app.simulator.policy import SIGNALS, Admission, Autoscaler, Policy, Retry
+from app.engine.policy import SIGNALS, Admission, Autoscaler, Policy, Retry
 
 SECTIONS = ("autoscaler", "admission", "retry", "degradation")
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min|h)?\s*$")

@@ -1,6 +1,6 @@
 """Scenario replay: the observed demand, scaled, through N' modelled replicas.
 
-The twin is the project's request- and step-level engine (``app.simulator``: router, FCFS admission
+The twin is the project's request- and step-level engine (``app.engine``: router, FCFS admission
 under the KV limit, chunked prefill with a per-step token budget, preemption, backlog carried from
 one window to the next) run with the parameters fitted from the operator's metrics
 (:mod:`app.economics.capacity`) on requests synthesised from the observed demand
@@ -20,11 +20,11 @@ import numpy as np
 from app.economics import compiled
 from app.economics.capacity import ReplicaModel
 from app.economics.demand import Demand, synthesize
-from app.simulator.config import EngineConfig, FleetConfig, StepTime
-from app.simulator.fleet import FleetRun
-from app.simulator.records import NO_TIME, run_arrays
-from app.simulator.trace import PathSpec, Trace, TrafficSpec
-from app.simulator.twin_engine import Counting, Simulated, run_fleet_compiled, simulate
+from app.engine.config import EngineConfig, FleetConfig, StepTime
+from app.engine.fleet import FleetRun
+from app.engine.outcomes import NO_TIME, run_arrays
+from app.engine.trace import PathSpec, Trace, TrafficSpec
+from app.engine.twin_engine import Counting, Simulated, run_fleet_compiled, simulate
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 

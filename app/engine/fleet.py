@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.simulator.config import NO_EVENTS, Events, FleetConfig
-from app.simulator.engine import Replica, Requests, StepCounters
-from app.simulator.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
-from app.simulator.trace import Trace
+from app.engine.config import NO_EVENTS, Events, FleetConfig
+from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
+from app.engine.replica import Replica, Requests, StepCounters
+from app.engine.trace import Trace
 
 PROCESS_LEAD_S = 900.0  # the day's processes started this long before the first simulated request
 MODEL_LOAD_S = 75.0  # process start -> engine ready (metrics created)

@@ -2,7 +2,7 @@
 rejection, client retries with backoff and a server-wide budget; and the arithmetic of their outcomes.
 
 Plain frozen dataclasses (times in seconds), read by the Python reference loop
-(:mod:`app.simulator.policy_fleet`) and its compiled copy (:mod:`app.simulator.twin_policy`), which
+(:mod:`app.engine.policy_fleet`) and its compiled copy (:mod:`app.engine.twin_policy`), which
 make the same decisions at the same times. A policy is a scenario input the operator chooses, never a
 fitted or simulated fleet's setting, so it may reach the twin.
 

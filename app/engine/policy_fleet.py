@@ -1,8 +1,8 @@
-"""The fleet loop of :mod:`app.simulator.fleet` with a policy (:mod:`app.simulator.policy`): an
+"""The fleet loop of :mod:`app.engine.fleet` with a policy (:mod:`app.engine.policy`): an
 autoscaler that starts and drains replicas, admission control that rejects at the door, client
 retries that come back as new requests. The Python reference: the simulator runs it for the truth
 (noisy steps, front-end delay and all the engine's mechanics), and the compiled copy
-(:mod:`app.simulator.twin_policy`) makes the same decisions bit for bit on the twin's configuration.
+(:mod:`app.engine.twin_policy`) makes the same decisions bit for bit on the twin's configuration.
 
 Events in time order: arrivals (trace requests and retries; at a tie the trace's first), scrape-grid
 points, replicas becoming ready, autoscaler decisions (at a tie in that order). Random draws: the
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.simulator.config import NO_EVENTS, FleetConfig
-from app.simulator.engine import Replica, Requests, StepCounters
-from app.simulator.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
-from app.simulator.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
-from app.simulator.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, backoff
-from app.simulator.trace import Trace
+from app.engine.config import NO_EVENTS, FleetConfig
+from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
+from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
+from app.engine.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, backoff
+from app.engine.replica import Replica, Requests, StepCounters
+from app.engine.trace import Trace
 
 OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
 

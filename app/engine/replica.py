@@ -3,7 +3,7 @@
 This is the step-level engine, in one place. Who runs it: the simulator (the bundled sample, and the
 truth of the tests and of the accuracy harness, whose fleets vary its mechanics — step noise, front-end
 delay, restarts, KV pools, batch laws — through ``EngineConfig``/``FleetConfig``); and, through its
-compiled copy :mod:`app.simulator.twin_engine` (bit-identical on the twin's configuration, tested),
+compiled copy :mod:`app.engine.twin_engine` (bit-identical on the twin's configuration, tested),
 the economics replay. The twin is configured by ``app.economics.replay.twin_config`` from the fitted
 model alone, so a truth fleet's mechanics never reach it.
 
@@ -20,7 +20,7 @@ Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):
    (``scheduler_reserve_full_isl``, on by default; only the first chunk's blocks are allocated
    now); the first that does not fit blocks the queue.
 
-Step duration: :class:`app.simulator.config.StepTime`.
+Step duration: :class:`app.engine.config.StepTime`.
 
 Why it is fast: between events the batch is constant, so every decoding request gains one token per
 step and the step time grows linearly with the step index (each step adds one token of context per
@@ -44,8 +44,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from app.simulator import stretch
-from app.simulator.config import EngineConfig, StepTime
+from app.engine import stretch
+from app.engine.config import EngineConfig, StepTime
 
 INF = math.inf
 NAN = math.nan

@@ -1,8 +1,8 @@
 """The arithmetic of a stretch: consecutive steps of one batch whose j-th step lasts f * (A + delta * j),
 so that the first k steps take tau(k) = f * (k * A + delta * k * (k - 1) / 2).
 
-Plain functions of floats, shared by the Python engine (:mod:`app.simulator.engine`) and, compiled
-by numba, the twin's engine (:mod:`app.simulator.twin_engine`): the same operations in the same
+Plain functions of floats, shared by the Python engine (:mod:`app.engine.replica`) and, compiled
+by numba, the twin's engine (:mod:`app.engine.twin_engine`): the same operations in the same
 order, hence the same step counts to the bit."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The step-level engine of :mod:`app.simulator.engine` and the fleet loop of :mod:`app.simulator.fleet`,
+"""The step-level engine of :mod:`app.engine.replica` and the fleet loop of :mod:`app.engine.fleet`,
 compiled with numba, in the configuration the economics replay runs them: no step-level metrics, a
 deterministic step time (no noise), no front-end delay, no restart, drained to the end.
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from app.simulator import stretch
-from app.simulator.config import NO_EVENTS, FleetConfig
-from app.simulator.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
-from app.simulator.trace import Trace
+from app.engine import stretch
+from app.engine.config import NO_EVENTS, FleetConfig
+from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
+from app.engine.trace import Trace
 
 INF = math.inf
 IDLE, WAKE, STRETCH, STEP = 0, 1, 2, 3

@@ -1,5 +1,5 @@
-"""The policy fleet loop of :mod:`app.simulator.policy_fleet`, compiled with numba on the twin's engine
-(:mod:`app.simulator.twin_engine`): the same autoscaler decisions, rejections, retries and routing,
+"""The policy fleet loop of :mod:`app.engine.policy_fleet`, compiled with numba on the twin's engine
+(:mod:`app.engine.twin_engine`): the same autoscaler decisions, rejections, retries and routing,
 statement by statement, so its request rows are bit-identical to the Python loop's on the twin's
 configuration (``tests/test_policy_replay.py``). A change of policy mechanics goes to the Python loop
 first, then here.
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from app.simulator.config import FleetConfig
-from app.simulator.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, uniform_floats
-from app.simulator.trace import Trace
-from app.simulator.twin_engine import (
+from app.engine.config import FleetConfig
+from app.engine.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, uniform_floats
+from app.engine.trace import Trace
+from app.engine.twin_engine import (
     IDLE,
     INF,
     LOOP,

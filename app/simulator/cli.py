@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.simulator.config import Events
+from app.engine.config import Events
 from app.simulator.sample import MAX_SAMPLE_BYTES, write_sample
 
 

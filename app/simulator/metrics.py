@@ -27,8 +27,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from app.simulator.fleet import FleetRun
-from app.simulator.metrics_catalog import (
+from app.engine.fleet import FleetRun
+from app.engine.metrics_catalog import (
     FINISH_HISTOGRAMS,
     FINISHED_REASONS,
     ITERATION_TOKEN_BUCKETS,
@@ -43,7 +43,7 @@ from app.simulator.metrics_catalog import (
     go_float,
     request_token_buckets,
 )
-from app.simulator.records import run_arrays
+from app.engine.outcomes import run_arrays
 
 COLUMNS = ["metric", "labels", "ts", "value"]
 

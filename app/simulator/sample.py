@@ -15,11 +15,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.simulator.config import NO_EVENTS, Events, FleetConfig, Restart, ScrapeGap
-from app.simulator.fleet import FleetRun, run_fleet
+from app.engine.config import NO_EVENTS, Events, FleetConfig, Restart, ScrapeGap
+from app.engine.fleet import FleetRun, run_fleet
+from app.engine.outcomes import run_arrays
+from app.engine.trace import Burst, Trace, TrafficSpec
 from app.simulator.metrics import build_metrics_frame, metrics_frames
-from app.simulator.records import build_records, run_arrays, true_shares
-from app.simulator.trace import DEFAULT_DAY, Burst, Trace, TrafficSpec, generate_trace
+from app.simulator.records import build_records, true_shares
+from app.simulator.traffic import DEFAULT_DAY, generate_trace
 
 PROMISES = {"interactive": (0.5, 0.05), "batch": (5.0, 0.1)}  # (TTFT s, TPOT s) per path
 MAX_SAMPLE_BYTES = 20 * 1024 * 1024

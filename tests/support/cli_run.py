@@ -8,7 +8,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from app import cli
-from app.simulator import Events, simulate_day
+from app.engine.config import Events
+from app.simulator import simulate_day
 from app.simulator.sample import write_metrics_parquet
 
 

@@ -1,7 +1,7 @@
 """The exact breach shares of a simulated export, from its per-request records, on the population the
 metrics can see — and the honest bounds a histogram report must satisfy against them.
 
-Why the populations need care (app/simulator/records.py, fleet.py):
+Why the populations need care (app/simulator/records.py, app/engine/fleet.py):
 
 - a crashed process takes with it what it observed since its last stored scrape: first tokens and
   finishes on that replica in (last scrape before the crash, crash] are in the records but in no

@@ -1,0 +1,104 @@
+"""What a trace is: requests sorted by arrival, each with its path, prompt and output lengths, and the
+paths it was drawn for. The engines run a trace; the simulator draws synthetic ones
+(:mod:`app.simulator.traffic`) and the economics builds one from the observed demand
+(:mod:`app.economics.replay`). The two default paths are the bundled sample's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    """One traffic path. Rates are requests/s for the whole fleet at the daily mean."""
+
+    name: str
+    served_name: str  # model_name label of the path's request-level series
+    mean_rate: float
+    peak_to_trough: float  # diurnal ratio of the highest to the lowest rate
+    peak_hour_utc: float
+    prompt_median: float
+    prompt_sigma: float  # lognormal sigma of the prompt body
+    long_share: float = 0.0  # share of prompts from a log-uniform long-context tail
+    long_min: int = 8000
+    long_max: int = 30000
+    output_median: float = 250.0
+    output_sigma: float = 0.7
+    max_tokens: int = 1024  # a longer draw stops here with finished_reason "length"
+    one_token_share: float = 0.0  # requests asking for max_tokens=1 (classification-style calls)
+    bursty: bool = False
+
+
+INTERACTIVE = PathSpec(
+    name="interactive", served_name="llama-3.1-8b-interactive", mean_rate=4.6, peak_to_trough=2.8,
+    peak_hour_utc=15.0, prompt_median=750, prompt_sigma=0.7, output_median=280, output_sigma=0.7,
+    max_tokens=1024, one_token_share=0.005, bursty=True,
+)
+BATCH = PathSpec(
+    name="batch", served_name="llama-3.1-8b-batch", mean_rate=0.8, peak_to_trough=1.3,
+    peak_hour_utc=11.0, prompt_median=3500, prompt_sigma=0.45, long_share=0.12, long_min=8000,
+    long_max=30000, output_median=700, output_sigma=0.5, max_tokens=1536,
+)
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Interactive rate x ``multiplier`` during [start_s, start_s + duration_s) (trace seconds)."""
+
+    start_s: float
+    duration_s: float
+    multiplier: float
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    paths: tuple[PathSpec, ...] = (INTERACTIVE, BATCH)
+    max_model_len: int = 32768
+    bursts_per_day: float = 4.0
+    burst_minutes: tuple[float, float] = (2.0, 10.0)
+    burst_multiplier: tuple[float, float] = (2.0, 4.0)
+    burst_hours_utc: tuple[float, float] = (7.0, 21.0)  # bursts land in the busy part of the day
+
+
+@dataclass
+class Trace:
+    """Requests sorted by arrival. ``arrival_s`` counts from ``origin`` (Unix seconds); the first
+    ``warmup_s`` seconds precede the export (the fleet is already busy when scraping starts)."""
+
+    origin: float
+    duration_s: float
+    warmup_s: float
+    arrival_s: np.ndarray  # float64
+    path: np.ndarray  # int8, index into spec.paths
+    prompt_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64, tokens the request will generate
+    hits_max: np.ndarray  # bool, output stopped by max_tokens or max_model_len ("length")
+    request_id: np.ndarray  # int64
+    spec: TrafficSpec = field(default_factory=TrafficSpec)
+    bursts: tuple[Burst, ...] = ()
+    seed: int = 0
+    traffic_multiplier: float = 1.0
+    context_multiplier: float = 1.0
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def path_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.spec.paths)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per request: id, path, arrival (UTC), prompt_tokens, output_tokens, hits_max."""
+        names = np.array(self.path_names, dtype=object)
+        return pd.DataFrame({
+            "id": self.request_id,
+            "path": names[self.path],
+            "arrival": pd.to_datetime(self.origin + self.arrival_s, unit="s", utc=True),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "hits_max": self.hits_max,
+        })
