@@ -22,6 +22,7 @@ import numpy as np
 from app.engine.config import NO_EVENTS, Events, FleetConfig
 from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
 from app.engine.replica import Replica, Requests, StepCounters
+from app.engine.router import choose, sampled_positions
 from app.engine.trace import Trace
 
 PROCESS_LEAD_S = 900.0  # the day's processes started this long before the first simulated request
@@ -72,46 +73,6 @@ class FleetRun:
         return ok & up
 
 
-class Router:
-    """Picks a replica for each request among those that are up."""
-
-    def __init__(self, policy: str, replicas: list[Replica], seed: int):
-        self.policy = policy
-        self.replicas = replicas
-        self.rng = random.Random(seed)
-        self.next = 0
-
-    def choose(self) -> int:
-        reps = self.replicas
-        n = len(reps)
-        start = self.next  # rotating start: ties do not favour replica 0
-        self.next = (start + 1) % n
-        if self.policy == "least_outstanding":
-            # the first of the least loaded in rotating order (a loop: this runs once per request)
-            best, least = -1, 1 << 62
-            for off in range(n):
-                r = start + off if start + off < n else start + off - n
-                rep = reps[r]
-                if rep.up:
-                    load = len(rep.inbox) + len(rep.waiting) + len(rep.running)  # rep.outstanding()
-                    if load < least:
-                        best, least = r, load
-            if best < 0:
-                raise RuntimeError("no replica is up")
-            return best
-        order = [(start + r) % n for r in range(n) if reps[(start + r) % n].up]
-        if not order:
-            raise RuntimeError("no replica is up")
-        if self.policy == "round_robin":
-            return order[0]
-        if self.policy == "random":
-            return order[self.rng.randrange(len(order))]
-        if len(order) == 1:  # power_of_two
-            return order[0]
-        a, b = self.rng.sample(order, 2)
-        return a if reps[a].outstanding() <= reps[b].outstanding() else b
-
-
 def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, seed: int = 0,
               drain: bool = False, metrics: bool = True) -> FleetRun:
     """Simulate ``trace`` on the fleet. Without ``drain`` the run stops at the end of the trace
@@ -145,7 +106,8 @@ def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, see
         t_crash = trace.warmup_s + rs.at_s
         specials += [(t_crash, 0, rs.replica), (t_crash + rs.down_s, 1, rs.replica)]
     specials.sort()
-    router = Router(config.router, reps, seed * 31 + 17)
+    draw = sampled_positions(random.Random(seed * 31 + 17))
+    nxt = 0  # the router's rotating start: one further per request
 
     def advance(x: float) -> None:
         for rep in reps:
@@ -187,7 +149,8 @@ def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, see
     for i in range(reqs.n):
         tau = arrival[i]
         run_until(tau)
-        reps[router.choose()].enqueue(i, tau)
+        start, nxt = nxt, (nxt + 1) % config.replicas
+        reps[choose(config.router, reps, start, draw)].enqueue(i, tau)
     run_until(horizon)
     if drain:
         for rep in reps:

@@ -26,6 +26,7 @@ from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
 from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
 from app.engine.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, backoff
 from app.engine.replica import Replica, Requests, StepCounters
+from app.engine.router import choose, uniform_positions
 from app.engine.trace import Trace
 
 OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
@@ -61,36 +62,6 @@ def _append(reqs: Requests, i: int, t: float, frontend_s: float, frontend_per_to
     reqs.reason.append(-1)
     reqs.lost.append(False)
     return j
-
-
-def choose(policy_code: str, reps: list[Replica], start: int, u1: float, u2: float) -> int:
-    """The replica a request goes to among the ready ones, from the rotating start ``start``: least
-    outstanding (the first of the least loaded), round robin (the first ready), random (``u1``) or
-    power of two (two distinct ones from ``u1``, ``u2``; the less loaded, the first at a tie)."""
-    n = len(reps)
-    order = [(start + r) % n for r in range(n) if reps[(start + r) % n].up]
-    if not order:
-        raise RuntimeError("no replica is ready")
-    if policy_code == "least_outstanding":
-        best, least = -1, 1 << 62
-        for r in order:
-            load = reps[r].outstanding()
-            if load < least:
-                best, least = r, load
-        return best
-    if policy_code == "round_robin":
-        return order[0]
-    m = len(order)
-    if policy_code == "random":
-        return order[int(u1 * m)]
-    if m == 1:
-        return order[0]
-    ia = int(u1 * m)
-    ib = int(u2 * (m - 1))
-    if ib >= ia:
-        ib += 1
-    a, b = order[ia], order[ib]
-    return a if reps[a].outstanding() <= reps[b].outstanding() else b
 
 
 def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: int = 0,
@@ -228,7 +199,7 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
             u1 = rng_route.random()
             if config.router == "power_of_two":
                 u2 = rng_route.random()
-        r = choose(config.router, reps, start, u1, u2)
+        r = choose(config.router, reps, start, uniform_positions(u1, u2))
         nxt = (r + 1) % pool  # the next search starts after this one: round robin over the ready replicas
         rep = reps[r]
         if adm is not None:
