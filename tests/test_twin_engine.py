@@ -32,18 +32,18 @@ from app.economics.replay import (
     twin_max_model_len,
 )
 from app.economics.scenarios import Analysis
-from app.engine import twin_engine, twin_policy
+from app.engine import twin_engine, twin_fleet, twin_policy
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import run_fleet
 from app.engine.outcomes import run_arrays
 from app.engine.policy import Admission, Autoscaler, Policy, Retry
-from app.engine.twin_engine import (
+from app.engine.twin_engine import unsupported
+from app.engine.twin_fleet import (
     RING_ROWS,
     Counting,
     breach_counts,
     run_fleet_compiled,
     simulate,
-    unsupported,
     view_counts,
 )
 from app.promise import Promise
@@ -270,7 +270,7 @@ def test_a_finish_heap_that_grows_gives_the_same_run(name: str) -> None:
 
 def _dispatchers() -> dict[str, int]:
     """The compiled engines' entry points called from Python, with their number of specializations."""
-    return {f"{mod.__name__}.{name}": len(fn.signatures) for mod in (twin_engine, twin_policy)
+    return {f"{mod.__name__}.{name}": len(fn.signatures) for mod in (twin_engine, twin_fleet, twin_policy)
             for name, fn in vars(mod).items() if hasattr(fn, "signatures") and fn.signatures}
 
 
@@ -313,9 +313,9 @@ COPY_SCRIPT = """
 import json, pickle, sys
 from pathlib import Path
 from app.economics import compiled
-from app.engine import twin_engine
+from app.engine import twin_fleet
 assert Path(compiled.__file__).is_relative_to(Path.cwd()), compiled.__file__  # the copy, not the checkout
-run = twin_engine._run
+run = twin_fleet._run
 had_index = (Path(run._cache._cache_path) / run._cache._cache_file._index_name).exists()
 shipped = pickle.loads(Path(sys.argv[1]).read_bytes())
 installed = compiled.install_cache(shipped)
@@ -336,7 +336,7 @@ def test_another_copy_of_the_code_loads_the_shipped_engine_cache_instead_of_comp
     A second install leaves a cache that has an index alone."""
     compiled.ready(compiled.FLEET)
     shipped = compiled.cache_files()
-    assert "app.engine.twin_engine:_run" in shipped
+    assert "app.engine.twin_fleet:_run" in shipped
     assert all(any(n.endswith(".nbi") for n in files) for files in shipped.values())
     copy = tmp_path / "unpacked"
     shutil.copytree(Path(compiled.__file__).parents[1], copy / "app",

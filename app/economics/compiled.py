@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from app.economics import demand
-from app.engine import twin_engine, twin_policy
+from app.engine import twin_engine, twin_fleet, twin_policy
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.policy import Policy
 from app.engine.trace import PathSpec, Trace, TrafficSpec
-from app.engine.twin_engine import Counting, simulate
+from app.engine.twin_fleet import Counting, simulate
 from app.engine.twin_policy import simulate_policy
 
 try:
@@ -39,7 +39,7 @@ try:
 except ImportError:  # not POSIX: each process compiles on its own, as numba does
     fcntl = None  # type: ignore[assignment]
 
-FLEET, POLICY = "fleet", "policy"  # twin_engine.simulate (plain and counted); twin_policy.simulate_policy
+FLEET, POLICY = "fleet", "policy"  # twin_fleet.simulate (plain and counted); twin_policy.simulate_policy
 _ready: set[str] = set()
 
 
@@ -88,8 +88,9 @@ def compiling(engine: str = FLEET) -> bool:
         return False
 
 
-# the modules whose functions numba caches (the engines, and the demand's bucket arithmetic)
-CACHED_MODULES = (twin_engine, twin_policy, demand)
+# the modules whose functions numba caches (the compiled core, its two drivers, and the demand's bucket
+# arithmetic)
+CACHED_MODULES = (twin_engine, twin_fleet, twin_policy, demand)
 
 
 def _cache_locations() -> dict[str, tuple[Path, str]]:

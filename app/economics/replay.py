@@ -24,7 +24,7 @@ from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import FleetRun
 from app.engine.outcomes import NO_TIME, run_arrays
 from app.engine.trace import PathSpec, Trace, TrafficSpec
-from app.engine.twin_engine import Counting, Simulated, run_fleet_compiled, simulate
+from app.engine.twin_fleet import Counting, Simulated, run_fleet_compiled, simulate
 
 WARMUP_S = 900.0  # the fleet is already busy when the export starts: replay the first quarter hour before it
 
@@ -223,7 +223,7 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
                   seed: int = 0, traffic: float = 1.0, context: float = 1.0,
                   requests: Mapping[str, np.ndarray] | None = None, view: bool = True) -> tuple[Trace, Simulated]:
     """The compiled run of a scenario (``requests`` as in :func:`run_twin`), counted over the export's
-    range as it runs (``twin_engine.Counting``: breaches by ``thresholds`` per window, and with
+    range as it runs (``twin_fleet.Counting``: breaches by ``thresholds`` per window, and with
     ``view`` what ``calibration.twin_view`` reads per minute), for a caller that reduces the counts
     itself."""
     trace = _twin_trace(model, demand, traffic, context, seed, requests)

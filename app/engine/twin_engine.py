@@ -1,6 +1,9 @@
-"""The step-level engine of :mod:`app.engine.replica` and the fleet loop of :mod:`app.engine.fleet`,
-compiled with numba, in the configuration the economics replay runs them: no step-level metrics, a
-deterministic step time (no noise), no front-end delay, no restart, drained to the end.
+"""The compiled core of the twin: the step-level engine of :mod:`app.engine.replica`, compiled with
+numba, and what its two fleet loops share — the finish heap, the router, a replica's reset, reading the
+gauges, draining. The loops are two drivers on it: the static fleet (:mod:`app.engine.twin_fleet`, the
+economics grid) and the fleet under a policy (:mod:`app.engine.twin_policy`). The configuration is the
+one the economics replay runs: no step-level metrics, a deterministic step time (no noise), no
+front-end delay, no restart, drained to the end.
 
 Why a second implementation: the economics grid replays weeks of demand per scenario and seed, and
 the Python engine costs about 0.08 s per simulated replica-hour. This one follows it statement by
@@ -11,33 +14,38 @@ reference and the simulator (the bundled sample, the accuracy harness's truth, s
 a change of mechanics goes there first, then here.
 
 Layout: one structured array of request rows (a row per request, or in a counted run a ring of rows
-that the requests in flight hold: see :func:`simulate`; the replica's queues are doubly linked lists through
-``nxt``/``prv``: a request is in exactly one of inbox, waiting, running; the requests in prefill are
-a second list through ``pf_nxt``/``pf_prv``, in admission order as the Python dict keeps them), one
-of replicas, and per replica a binary heap of (finish step, request id, q) rows. Python's dicts and
-deques become these lists; their iteration orders are kept where a float sum or a choice depends on
-them.
+that the requests in flight hold: see :func:`app.engine.twin_fleet.simulate`; the replica's queues are
+doubly linked lists through ``nxt``/``prv``: a request is in exactly one of inbox, waiting, running;
+the requests in prefill are a second list through ``pf_nxt``/``pf_prv``, in admission order as the
+Python dict keeps them), one of replicas, and per replica a binary heap of (finish step, request id,
+q) rows. Python's dicts and deques become these lists; their iteration orders are kept where a float
+sum or a choice depends on them.
+
+The functions without a leading underscore are what the drivers call: :func:`enqueue` (a request
+arrives at a replica), :func:`advance` (every replica's events up to a time), :func:`route`,
+:func:`read_gauges`, :func:`reset`, :func:`drain`, and the heap (:func:`heap_push`, :func:`heap_pop`),
+which the policy driver also keeps its retries in.
 """
 
 from __future__ import annotations
 
 import math
-import random
-import time
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from app.engine import stretch
-from app.engine.config import NO_EVENTS, FleetConfig
-from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
+from app.engine.config import ROUTERS, FleetConfig
 from app.engine.trace import Trace
 
 INF = math.inf
 IDLE, WAKE, STRETCH, STEP = 0, 1, 2, 3
 REASON_STOP, REASON_LENGTH = 0, 1
-ROUTER_CODES = {"least_outstanding": 0, "round_robin": 1, "random": 2, "power_of_two": 3}
+LEAST_OUTSTANDING, ROUND_ROBIN, RANDOM, POWER_OF_TWO = range(4)
+ROUTER_CODES = {name: code for code, name in enumerate(ROUTERS)}
+# a replica's state in a fleet loop (the static loop keeps every replica READY): only a READY replica
+# takes requests; a DRAINING one finishes what it holds
+OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
 
 # flags of a request
 DEC, LAG = 1, 2
@@ -74,7 +82,7 @@ A, B, B2, C, D, E = range(6)
 # _nrt=False: no reference counting. numba increfs and decrefs every array argument of every call
 # (atomic operations), and the loop makes a dozen calls of ten arrays per event: half of its time,
 # measured with perf. These functions allocate nothing and return no array (the finish heap grows
-# in _grown_heap, called by the loop's entry points, which keep reference counting), so the caller's
+# in grown_heap, called by the loop's entry points, which keep reference counting), so the caller's
 # references keep every array alive. numba's own library compiles such helpers the same way.
 # forceinline: LLVM inlines them into the entry points; called, each passed its ten arrays as
 # seventy scalar arguments (the rest of the loop's time). CALLED: the two largest, run at most once
@@ -103,25 +111,26 @@ def _unlink(rq, i, head, tail):
 
 
 @njit(**LOOP)
+def _link(rq, i, p, n):
+    """Request i between p and n (-1: the list's end) in a list through nxt/prv."""
+    rq[i].prv = p
+    rq[i].nxt = n
+    if p >= 0:
+        rq[p].nxt = i
+    if n >= 0:
+        rq[n].prv = i
+
+
+@njit(**LOOP)
 def _push_back(rq, i, head, tail):
-    rq[i].nxt = -1
-    rq[i].prv = tail
-    if tail >= 0:
-        rq[tail].nxt = i
-    else:
-        head = i
-    return head, i
+    _link(rq, i, tail, -1)
+    return (head if tail >= 0 else i), i
 
 
 @njit(**LOOP)
 def _push_front(rq, i, head, tail):
-    rq[i].prv = -1
-    rq[i].nxt = head
-    if head >= 0:
-        rq[head].prv = i
-    else:
-        tail = i
-    return i, tail
+    _link(rq, i, -1, head)
+    return i, (tail if head >= 0 else i)
 
 
 @njit(**LOOP)
@@ -142,64 +151,55 @@ def _pf_del(rq, rp, r, i):
     p, n = rq[i].pf_prv, rq[i].pf_nxt
     if p >= 0:
         rq[p].pf_nxt = n
-    else:
-        rp[r].pf_head = n
     if n >= 0:
         rq[n].pf_prv = p
-    else:
+    if rp[r].pf_head == i:
+        rp[r].pf_head = n
+    if rp[r].pf_tail == i:
         rp[r].pf_tail = p
     rq[i].pf = -1
     rp[r].n_pf -= 1
 
 
-# -- the finish heap: rows (finish step, request id, q), ordered as Python orders the tuples ---------
-# (an entry whose row holds another request, or the request with another q, is stale)
+# -- one binary heap: the rows of h[r], ordered as Python orders tuples of their columns ------------
+# The engine's finish heaps (one per replica, int64 rows (finish step, request id, q); an entry whose
+# row holds another request, or the request with another q, is stale) and the policy driver's retries
+# (one heap of float rows (arrival, request row, 0)). Three columns: a constant the loops unroll.
+HEAP_COLUMNS = 3
+
+
 @njit(**LOOP)
-def _less(h, r, x, y):
-    if h[r, x, 0] != h[r, y, 0]:
-        return h[r, x, 0] < h[r, y, 0]
-    if h[r, x, 1] != h[r, y, 1]:
-        return h[r, x, 1] < h[r, y, 1]
-    return h[r, x, 2] < h[r, y, 2]
+def _before(h, r, x, y):
+    for c in range(HEAP_COLUMNS):
+        if h[r, x, c] != h[r, y, c]:
+            return h[r, x, c] < h[r, y, c]
+    return False
 
 
 @njit(**LOOP)
 def _swap(h, r, x, y):
-    for c in range(3):
+    for c in range(HEAP_COLUMNS):
         t = h[r, x, c]
         h[r, x, c] = h[r, y, c]
         h[r, y, c] = t
 
 
 @njit(**LOOP)
-def _heap_push(h, rp, r, fs, i, q):
-    """Push a row (the caller has made room: see :func:`_process`)."""
-    n = rp[r].heap_n
-    h[r, n, 0] = fs
-    h[r, n, 1] = i
-    h[r, n, 2] = q
-    rp[r].heap_n = n + 1
+def heap_push(h, r, n):
+    """Heap r holds n rows and a new one written at row n: sift it up to its place."""
     while n > 0:
         parent = (n - 1) >> 1
-        if _less(h, r, n, parent):
+        if _before(h, r, n, parent):
             _swap(h, r, n, parent)
             n = parent
         else:
             break
 
 
-@njit(cache=True, error_model="numpy")
-def _grown_heap(h):
-    """The finish heaps in an array of twice the rows (the loop stopped because one may overflow)."""
-    bigger = np.empty((h.shape[0], 2 * h.shape[1], 3), dtype=np.int64)
-    bigger[:, : h.shape[1]] = h
-    return bigger
-
-
 @njit(**LOOP)
-def _heap_pop(h, rp, r):
-    n = rp[r].heap_n - 1
-    rp[r].heap_n = n
+def heap_pop(h, r, n):
+    """Remove the top of heap r of n rows (the caller reads it first)."""
+    n -= 1
     if n > 0:
         _swap(h, r, 0, n)
         x = 0
@@ -208,13 +208,38 @@ def _heap_pop(h, rp, r):
             if left >= n:
                 break
             best = left
-            if left + 1 < n and _less(h, r, left + 1, left):
+            if left + 1 < n and _before(h, r, left + 1, left):
                 best = left + 1
-            if _less(h, r, best, x):
+            if _before(h, r, best, x):
                 _swap(h, r, best, x)
                 x = best
             else:
                 break
+
+
+@njit(cache=True, error_model="numpy")
+def grown_heap(h):
+    """The finish heaps in an array of twice the rows (the loop stopped because one may overflow)."""
+    bigger = np.empty((h.shape[0], 2 * h.shape[1], HEAP_COLUMNS), dtype=np.int64)
+    bigger[:, : h.shape[1]] = h
+    return bigger
+
+
+@njit(**LOOP)
+def _finish_push(h, rp, r, fs, i, q):
+    """A decoder's finish onto replica r's heap (the caller has made room: see :func:`process`)."""
+    n = rp[r].heap_n
+    h[r, n, 0] = fs
+    h[r, n, 1] = i
+    h[r, n, 2] = q
+    rp[r].heap_n = n + 1
+    heap_push(h, r, n)
+
+
+@njit(**LOOP)
+def _finish_pop(h, rp, r):
+    heap_pop(h, r, rp[r].heap_n)
+    rp[r].heap_n -= 1
 
 
 # -- decoders ----------------------------------------------------------------------------------------
@@ -232,7 +257,7 @@ def _add_decoder(rq, rp, ncls, h, ip, r, i, q):
     rq[i].q = q
     ncls[r, (q - 1) % ip[BS]] += 1
     rp[r].sum_q += q
-    _heap_push(h, rp, r, rq[i].target + rq[i].prompt - q, rq[i].id, q)
+    _finish_push(h, rp, r, rq[i].target + rq[i].prompt - q, rq[i].id, q)
 
 
 @njit(**LOOP)
@@ -262,7 +287,7 @@ def _pop_finishes(rq, rp, ncls, h, ip, r):
     bs = ip[BS]
     while rp[r].heap_n > 0 and h[r, 0, 0] <= S:
         fs, j, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
-        _heap_pop(h, rp, r)
+        _finish_pop(h, rp, r)
         i = j & ip[MASK]
         if not (rq[i].id == j and rq[i].flags & DEC and rq[i].q == q) or fs != S:
             continue
@@ -285,18 +310,17 @@ def _tau(rp, r, k):
     return rp[r].s_f * (k * rp[r].s_A + rp[r].s_delta * k * (k - 1) * 0.5)
 
 
-_first_steps = njit(**LOOP)(stretch.first_tau_at_least)
-_steps_by = njit(**LOOP)(stretch.steps_ending_by)
+_step_count = njit(**LOOP)(stretch.step_count)
 
 
 @njit(**LOOP)
 def _first_tau_at_least(rp, r, y):
-    return _first_steps(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
+    return _step_count(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y, False)
 
 
 @njit(**LOOP)
 def _steps_ending_by(rp, r, y):
-    return _steps_by(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y)
+    return _step_count(rp[r].s_f, rp[r].s_A, rp[r].s_delta, y, True)
 
 
 @njit(**LOOP)
@@ -347,7 +371,7 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
         i = j & ip[MASK]
         if (rq[i].id == j and rq[i].flags & DEC and rq[i].q == q) and fs >= S:
             break
-        _heap_pop(h, rp, r)
+        _finish_pop(h, rp, r)
     n = rp[r].n_dec
     k = h[r, 0, 0] - S
     # classes (-S) mod bs, (-S - 1) mod bs, ... wrapping: ncls read backwards from (-S) mod bs
@@ -450,15 +474,9 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
                 rem = (rq[i].prompt + rq[i].gen) - comp
                 ntok = rem if rem < budget else budget
                 nblk = -(-(comp + ntok) // bs) + (comp // -bs)
-            ok = True
-            while nblk > free:
-                victim = rp[r].run_tail
-                free += _preempt(rq, rp, ncls, ip, r, victim)
-                preempted += 1
-                if victim == i:
-                    ok = False
-                    break
-            if not ok:
+            free, n_pre, kept = _make_room(rq, rp, ncls, ip, r, i, nblk, free)
+            preempted += n_pre
+            if not kept:
                 break
             free -= nblk
             budget -= ntok
@@ -513,6 +531,20 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
     rp[r].st_dur = dur
     rp[r].plan = STEP
     rp[r].plan_end = T + dur
+
+
+@njit(**LOOP)
+def _make_room(rq, rp, ncls, ip, r, i, need, free):
+    """Preempt from the tail of the running list until ``need`` blocks are free or request i itself
+    was preempted: (free blocks, preemptions, whether i still runs)."""
+    n = 0
+    while need > free:
+        victim = rp[r].run_tail
+        free += _preempt(rq, rp, ncls, ip, r, victim)
+        n += 1
+        if victim == i:
+            return free, n, False
+    return free, n, True
 
 
 @njit(**CALLED)
@@ -598,9 +630,9 @@ def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
 
 
 @njit(**LOOP)
-def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+def process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
     """Replica r's planned event, and its next plan; False (nothing done) when the event is a step
-    whose pushes could overflow the finish heap: the caller grows it (:func:`_grown_heap`) and calls
+    whose pushes could overflow the finish heap: the caller grows it (:func:`grown_heap`) and calls
     again."""
     plan = rp[r].plan
     if plan == STRETCH:
@@ -616,7 +648,8 @@ def _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
 
 
 @njit(**LOOP)
-def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
+def enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
+    """Request row i arrives at replica r (at its arrival: every replica has been advanced to it)."""
     t_eng = rq[i].arrival
     rq[i].replica = r
     # engine arrivals come in order (no front-end delay): the inbox is first in, first out
@@ -637,11 +670,11 @@ def _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
 
 
 @njit(**LOOP)
-def _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
-    """Every replica's events up to time x; False when one stopped for a larger heap (see :func:`_process`)."""
+def advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
+    """Every replica's events up to time x; False when one stopped for a larger heap (see :func:`process`)."""
     for r in range(rp.shape[0]):
         while rp[r].plan_end <= x:
-            if not _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+            if not process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
                 return False
     return True
 
@@ -660,195 +693,80 @@ def _peek_gauges(rp, prefix, ip, r, t, out, g):
 
 
 @njit(**LOOP)
-def _new_row(rq, s, i, arrival, prompt, target, path, hits_max):
-    """Row ``s`` holds request ``i`` of the trace, as it is before its arrival (the Python engine's
-    engine arrival, operation for operation: + frontend_s + per token x prompt, both 0 here)."""
-    rq[s].arrival = arrival[i] + 0.0
-    rq[s].sched = np.nan
-    rq[s].first = np.nan
-    rq[s].finish = np.nan
-    rq[s].lag = np.nan
-    rq[s].prompt = prompt[i]
-    rq[s].target = target[i]
-    rq[s].path = path[i]
-    rq[s].hits_max = hits_max[i]
-    rq[s].gen = 0
-    rq[s].q = 0
-    rq[s].npre = 0
-    rq[s].flags = 0
-    rq[s].ran = -1
-    rq[s].reason = -1
-    rq[s].replica = -1
-    rq[s].pf = -1
-    rq[s].nxt = -1
-    rq[s].prv = -1
-    rq[s].pf_nxt = -1
-    rq[s].pf_prv = -1
-    rq[s].id = i
+def read_gauges(rp, prefix, ip, state, t, out, g):
+    """The gauges (running, waiting, KV usage 0-1) of every replica that serves (ready or draining) at
+    grid point g, time t, as a scrape reads them; the others' stay 0."""
+    for r in range(rp.shape[0]):
+        if state[r] == READY or state[r] == DRAINING:
+            _peek_gauges(rp, prefix, ip, r, t, out, g)
 
 
-@njit(cache=True, error_model="numpy")
-def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router,
-         pick_a, pick_b, dt, horizon, at, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
-    """The fleet loop of ``fleet.run_fleet`` without restarts, drained: route each request at its
-    arrival (every replica advanced to that time first), read the gauges at each grid point.
+# -- the router ------------------------------------------------------------------------------------
+@njit(**LOOP)
+def outstanding(rp, r):
+    return rp[r].n_inbox + rp[r].n_wait + rp[r].n_run
 
-    Request i takes row ``i & ip[MASK]``. In a counted run (a ring of rows) a finished request's row
-    is counted (``_count_row``) when a later request takes it; when the row's request is still in
-    the engine, the loop returns ``(h, False)`` with its place in ``at`` (request, grid point, next
-    router start) for the caller to enlarge the ring and call again. ``(h, True)``: drained."""
-    n_rep, n_grid = rp.shape[0], gauges.shape[1] - 1
-    gi, nxt = at[1], at[2]
-    n = arrival.shape[0]
-    for i in range(at[0], n + 1):
-        tau = arrival[i] + 0.0 if i < n else horizon
-        while gi < n_grid and gi * dt <= tau:
-            tg = gi * dt
-            while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tg):
-                h = _grown_heap(h)
-            for r in range(n_rep):
-                _peek_gauges(rp, prefix, ip, r, tg, gauges, gi)
-            gi += 1
-        while not _advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau):
-            h = _grown_heap(h)
-        if i == n:
-            break
-        s = i & ip[MASK]
-        if rq[s].id >= 0:  # a counted run's ring: the row of an earlier request
-            if rq[s].reason < 0:
-                at[0], at[1], at[2] = i, gi, nxt
-                return h, False
-            _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
-        _new_row(rq, s, i, arrival, prompt, target, path, hits_max)
-        start = nxt
-        nxt = (start + 1) % n_rep
-        if router == 0:  # least outstanding: the first of the least loaded in rotating order
-            best, least = -1, 1 << 62
-            for off in range(n_rep):
-                r = start + off if start + off < n_rep else start + off - n_rep
-                load = rp[r].n_inbox + rp[r].n_wait + rp[r].n_run
+
+@njit(**LOOP)
+def _position(state, start, k, n_ready):
+    """The k-th READY replica from ``start`` (``n_ready`` of them are READY; -1: none)."""
+    n = state.shape[0]
+    if n_ready == n:  # every replica is: no search
+        r = start + k
+        return r if r < n else r - n
+    for off in range(n):
+        r = start + off if start + off < n else start + off - n
+        if state[r] == READY:
+            if k == 0:
+                return r
+            k -= 1
+    return -1
+
+
+@njit(**LOOP)
+def route(rp, state, n_ready, router, start, ia, ib):
+    """The replica a request goes to among the READY ones (``n_ready`` of them), searched from the
+    rotating start ``start`` (``app.engine.router.choose``): least outstanding (the first of the least
+    loaded), round robin (the first), random (the ``ia``-th) or power of two (the less loaded of the
+    ``ia``-th and the ``ib``-th, the first at a tie; ``ib`` < 0: the ``ia``-th). The driver draws ``ia``
+    and ``ib`` its own way."""
+    if router == LEAST_OUTSTANDING:
+        n = rp.shape[0]
+        best, least = -1, 1 << 62
+        for off in range(n):
+            r = start + off if start + off < n else start + off - n
+            if state[r] == READY:
+                load = outstanding(rp, r)
                 if load < least:
                     best, least = r, load
-            choice = best
-        elif router == 1:  # round robin
-            choice = start
-        elif router == 2:  # random
-            choice = (start + pick_a[i]) % n_rep
-        elif n_rep == 1:  # power of two, one replica
-            choice = start
-        else:
-            a = (start + pick_a[i]) % n_rep
-            b = (start + pick_b[i]) % n_rep
-            la = rp[a].n_inbox + rp[a].n_wait + rp[a].n_run
-            lb = rp[b].n_inbox + rp[b].n_wait + rp[b].n_run
-            choice = a if la <= lb else b
-        _enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, choice, s)
-    for r in range(n_rep):
+        return best
+    a = _position(state, start, ia, n_ready)
+    if ib < 0:
+        return a
+    b = _position(state, start, ib, n_ready)
+    return a if outstanding(rp, a) <= outstanding(rp, b) else b
+
+
+# -- a replica's life --------------------------------------------------------------------------------
+@njit(**LOOP)
+def reset(rp, blank, ncls, r, t):
+    """Replica r starts a fresh engine at time t (``Replica.reset``): its row as ``blank[0]`` (a
+    :func:`new_replicas` row) at t; its queues are empty (it drained, or never ran)."""
+    rp[r] = blank[0]
+    rp[r].T = t
+    for c in range(ncls.shape[1]):
+        ncls[r, c] = 0
+
+
+@njit(cache=True, error_model="numpy")
+def drain(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp):
+    """Every replica's events until each is idle (the run is drained); the finish heaps, grown if a
+    step needed it."""
+    for r in range(rp.shape[0]):
         while rp[r].plan_end < INF:
-            if not _process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
-                h = _grown_heap(h)
-    at[0], at[1], at[2] = n, gi, nxt
-    return h, True
-
-
-# -- the router's random draws -----------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
-def _randbelow(raw, pos, n):
-    """Python's ``Random._randbelow(n)`` on the raw 32-bit stream from ``pos``: (value, next pos), or
-    (-1, pos) when the stream runs out."""
-    k = 0
-    x = n
-    while x > 0:
-        k += 1
-        x >>= 1
-    while pos < raw.shape[0]:
-        v = np.int64(raw[pos] >> np.uint64(32 - k))
-        pos += 1
-        if v < n:
-            return v, pos
-    return -1, pos
-
-
-@njit(cache=True, error_model="numpy")
-def _draw(raw, pos, start, router, n_rep, pick_a, pick_b):
-    """Draw requests start.. as ``Router.choose`` does (``randrange(n)``; ``sample(order, 2)``) until
-    the stream runs out: (first request not drawn, its stream position)."""
-    for i in range(start, pick_a.shape[0]):
-        p0 = pos
-        if router == 2:
-            v, pos = _randbelow(raw, pos, n_rep)
-            if v < 0:
-                return i, p0
-            pick_a[i] = v
-        elif n_rep > 1:
-            j0, pos = _randbelow(raw, pos, n_rep)
-            if j0 < 0:
-                return i, p0
-            if n_rep <= 21:  # sample's pool method: the second draw is among the n - 1 left
-                j1, pos = _randbelow(raw, pos, n_rep - 1)
-                if j1 < 0:
-                    return i, p0
-                pick_b[i] = n_rep - 1 if j1 == j0 else j1
-            else:  # its set method: redraw until different
-                j1 = j0
-                while j1 == j0:
-                    j1, pos = _randbelow(raw, pos, n_rep)
-                    if j1 < 0:
-                        return i, p0
-                pick_b[i] = j1
-            pick_a[i] = j0
-    return pick_a.shape[0], pos
-
-
-def _router_picks(router: str, n_rep: int, n_req: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positions ``Router.choose`` draws for each request (random: ``randrange``; power of two:
-    ``sample(order, 2)``), from the same Mersenne Twister stream as ``random.Random(seed)``: numpy's
-    MT19937 started from its state yields the same 32-bit words."""
-    code = ROUTER_CODES[router]
-    if code < 2 or n_req == 0 or (code == 3 and n_rep == 1):  # no draw: _run never reads them
-        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    pick_a = np.zeros(n_req, dtype=np.int64)
-    pick_b = np.zeros(n_req, dtype=np.int64)
-    words = random.Random(seed).getstate()[1]
-    bits = np.random.MT19937()
-    bits.state = {"bit_generator": "MT19937", "state": {"key": np.array(words[:624], dtype=np.uint32),
-                                                        "pos": int(words[624])}}
-    raw = np.empty(0, dtype=np.uint64)
-    done = pos = 0
-    while done < n_req:
-        raw = np.concatenate([raw[pos:], bits.random_raw(2 * (n_req - done) + 1024)])
-        done, pos = _draw(raw, 0, done, code, n_rep, pick_a, pick_b)
-    return pick_a, pick_b
-
-
-@dataclass
-class TwinRequests:
-    """Per-request outcomes of a compiled run, in the fields ``records.run_arrays`` reads."""
-
-    arrival: np.ndarray
-    eng_arrival: np.ndarray
-    sched_t: np.ndarray
-    first_t: np.ndarray
-    finish_t: np.ndarray
-    replica: np.ndarray
-    path: np.ndarray
-    prompt: np.ndarray
-    gen: np.ndarray
-    npre: np.ndarray
-    reason: np.ndarray
-    lost: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return len(self.arrival)
-
-
-@dataclass
-class TwinCounters:
-    """The gauges a scrape at each grid point reads (running, waiting, KV usage 0-1), as in
-    ``StepCounters.gauges``; the compiled engine keeps no step-level histogram."""
-
-    gauges: np.ndarray
+            if not process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+                h = grown_heap(h)
+    return h
 
 
 def unsupported(trace: Trace, config: FleetConfig) -> str | None:
@@ -865,57 +783,6 @@ def unsupported(trace: Trace, config: FleetConfig) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Counting:
-    """What a counted run counts (the arguments of :func:`breach_counts` and :func:`view_counts`):
-    per path thresholds (NaN: not promised), the range [t_lo, t_hi), the breach windows and the
-    view's windows (``view_counts``' origin, width and count; none: no view counted)."""
-
-    ttft_s: np.ndarray
-    tpot_s: np.ndarray
-    t_lo: float
-    t_hi: float
-    window_s: float
-    n_windows: int
-    origin: float
-    view_window_s: float
-    n_view: int
-
-
-@dataclass
-class Counts:
-    """A counted run's counts: ``breach_counts``' (totals, windows) and ``view_counts``' (per_path,
-    decode, counts)."""
-
-    totals: np.ndarray
-    windows: np.ndarray
-    per_path: np.ndarray
-    decode: np.ndarray
-    counts: np.ndarray
-
-
-@dataclass
-class Simulated:
-    """A compiled run: the request rows (``REQUEST``; None in a counted run, which keeps its
-    ``counts`` instead), the gauges per replica and grid point, its wall time, and how many times a
-    counted run enlarged its ring of rows."""
-
-    rows: np.ndarray | None
-    gauges: np.ndarray
-    sim_seconds: float
-    counts: Counts | None = None
-    enlarged: int = 0
-
-
-# a counted run's first ring of rows: a replica holds at most max_num_seqs requests running plus its
-# queue, so 65,536 rows (about 6 MB) hold the requests in flight at once on any fleet short of an
-# overload; a ring that meets a request still in flight doubles
-RING_ROWS = 1 << 16
-# the finish heap's first rows per replica: one per decoder, and the stale rows of skipped steps
-HEAP_ROWS = 1024
-_HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail")
-
-
 def free_rows(n: int) -> np.ndarray:
     """``n`` request rows holding no request."""
     rq = np.zeros(n, dtype=REQUEST)
@@ -923,12 +790,18 @@ def free_rows(n: int) -> np.ndarray:
     return rq
 
 
+# the finish heap's first rows per replica: one per decoder, and the stale rows of skipped steps
+HEAP_ROWS = 1024
+# a replica row's references to request rows (its lists' ends)
+HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail")
+
+
 def new_replicas(n_rep: int) -> np.ndarray:
     """``n_rep`` idle replicas."""
     rp = np.zeros(n_rep, dtype=REPLICA)
     rp["plan"] = IDLE
     rp["plan_end"] = INF
-    for name in _HEADS:
+    for name in HEADS:
         rp[name] = -1
     return rp
 
@@ -944,241 +817,3 @@ def engine_arrays(config: FleetConfig, mask: int = -1) -> tuple[np.ndarray, np.n
     return ip, fp
 
 
-def _enlarged(rq: np.ndarray, rp: np.ndarray, st_dec: np.ndarray, st_pf: np.ndarray, ip: np.ndarray,
-              sink: tuple[np.ndarray, ...]) -> np.ndarray:
-    """A counted run's ring, twice as large: the finished requests counted, the others moved to row
-    ``id & (size - 1)`` and every reference to a row (the lists, the planned step) moved with them."""
-    _count_rows(rq, True, *sink)
-    size = 2 * len(rq)
-    held = rq["id"] >= 0
-    row = np.where(held, rq["id"] & (size - 1), -1)  # old row -> new row
-
-    def moved(v: np.ndarray) -> np.ndarray:
-        return np.where(v >= 0, row[np.maximum(v, 0)], -1)
-
-    out = free_rows(size)
-    rows = rq[held]
-    for name in ("nxt", "prv", "pf_nxt", "pf_prv"):
-        rows[name] = moved(rows[name])
-    out[row[held]] = rows
-    for name in _HEADS:
-        rp[name] = moved(rp[name])
-    for r in np.flatnonzero(rp["plan"] == STEP):  # the step a replica has planned runs these rows
-        n_dec, n_pf = int(rp["st_ndec"][r]), int(rp["st_npf"][r])
-        if n_dec > 0:
-            st_dec[r, :n_dec] = moved(st_dec[r, :n_dec])
-        if n_pf > 0:
-            st_pf[r, :n_pf, 0] = moved(st_pf[r, :n_pf, 0])
-    ip[MASK] = size - 1
-    return out
-
-
-def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Counting | None = None,
-             ring_rows: int = RING_ROWS, heap_rows: int = HEAP_ROWS) -> Simulated:
-    """Run ``trace`` on the fleet, compiled (see :func:`unsupported` for what it does not model).
-
-    With ``counting``, the run keeps no row per request: its rows are a ring (``ring_rows``, a power
-    of two, doubled when it meets a request still in flight) and each finished request is counted
-    as ``breach_counts`` and ``view_counts`` count it when its row is taken again, so a month of
-    demand holds the requests in flight, not tens of millions of rows. The counts are those of the
-    full run's rows: the same requests, times and integer sums. ``heap_rows``: the finish heap's first
-    rows per replica (it doubles when a step could fill it)."""
-    why = unsupported(trace, config)
-    if why is not None:
-        raise ValueError(f"the compiled twin engine does not model {why}")
-    wall = time.perf_counter()
-    eng = config.engine
-    dt = config.scrape_interval_s
-    n_grid = int(math.floor(trace.duration_s / dt + 1e-9)) + 1
-    n_rep = config.replicas
-    n = len(trace.arrival_s)
-    if counting is None:
-        rq = free_rows(n)
-        ip, fp = engine_arrays(config)
-        c = Counting(np.zeros(1), np.zeros(1), 0.0, 0.0, 1.0, 1, 0.0, 1.0, 1)  # never counted into
-    else:
-        if ring_rows < 2 or ring_rows & (ring_rows - 1):
-            raise ValueError(f"ring_rows must be a power of two of at least 2, not {ring_rows}")
-        rq = free_rows(ring_rows)
-        ip, fp = engine_arrays(config, ring_rows - 1)
-        c = counting
-    n_paths = len(c.ttft_s)
-    counts = Counts(totals=np.zeros((n_paths, 5), dtype=np.int64),
-                    windows=np.zeros((n_paths, 4, c.n_windows), dtype=np.int64),
-                    per_path=np.zeros((n_paths, 4), dtype=np.int64), decode=np.zeros(2, dtype=np.int64),
-                    counts=np.zeros((c.n_view, n_rep), dtype=np.int64))
-    sink = (np.array([c.t_lo, c.t_hi, c.window_s, c.origin, c.view_window_s], dtype=np.float64),
-            np.asarray(c.ttft_s, dtype=np.float64), np.asarray(c.tpot_s, dtype=np.float64), counts.totals,
-            counts.windows, counts.per_path, counts.decode, counts.counts)
-    rp = new_replicas(n_rep)
-    bs = eng.block_size
-    pick_a, pick_b = _router_picks(config.router, n_rep, n, seed * 31 + 17)
-    gauges = np.zeros((n_rep, n_grid + 1, 3))
-    ncls, prefix = np.zeros((n_rep, bs), dtype=np.int64), np.zeros((n_rep, bs + 1), dtype=np.int64)
-    h = np.empty((n_rep, max(heap_rows, 1), 3), dtype=np.int64)
-    st_dec = np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64)
-    st_pf = np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64)
-    at = np.zeros(3, dtype=np.int64)
-    enlarged = 0
-    while True:
-        h, done = _run(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path, trace.hits_max,
-                       rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, ROUTER_CODES[config.router], pick_a,
-                       pick_b, float(dt), float(trace.duration_s), at, *sink)
-        if done:
-            break
-        rq = _enlarged(rq, rp, st_dec, st_pf, ip, sink)
-        enlarged += 1
-    if counting is None:
-        return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall)
-    _count_rows(rq, False, *sink)
-    return Simulated(rows=None, gauges=gauges, sim_seconds=time.perf_counter() - wall, counts=counts,
-                     enlarged=enlarged)
-
-
-def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> FleetRun:
-    """``fleet.run_fleet(trace, config, seed=seed, drain=True, metrics=False)`` for the twin's
-    configuration (see :func:`unsupported`), compiled: the same requests, times and gauges."""
-    sim = simulate(trace, config, seed)
-    rq = sim.rows
-    n, n_rep = len(rq), config.replicas
-    reqs = TwinRequests(arrival=np.asarray(trace.arrival_s, dtype=float), eng_arrival=rq["arrival"],
-                        sched_t=rq["sched"], first_t=rq["first"], finish_t=rq["finish"],
-                        replica=rq["replica"].astype(np.int64), path=rq["path"].astype(np.int64),
-                        prompt=rq["prompt"].astype(np.int64), gen=rq["gen"].astype(np.int64),
-                        npre=rq["npre"].astype(np.int64), reason=rq["reason"].astype(np.int64),
-                        lost=np.zeros(n, dtype=bool))
-    epochs = [[Epoch(r, -PROCESS_LEAD_S + 37.0 * r, -PROCESS_LEAD_S + 37.0 * r + MODEL_LOAD_S)] for r in range(n_rep)]
-    run = FleetRun(trace=trace, config=config, events=NO_EVENTS, seed=seed, reqs=reqs,  # type: ignore[arg-type]
-                   counters=[TwinCounters(sim.gauges[r]) for r in range(n_rep)],  # type: ignore[misc]
-                   epochs=epochs, grid_dt=config.scrape_interval_s, n_grid=sim.gauges.shape[1] - 1, drained=True)
-    run.sim_seconds = sim.sim_seconds
-    return run
-
-
-@njit(**LOOP)
-def _counted_finish_us(rq, i, t_lo, t_hi):
-    """Request i's finish in whole microseconds when it finished in [t_lo, t_hi), else -1."""
-    if rq[i].reason < 0:
-        return np.int64(-1)
-    finish_us = np.int64(np.rint(rq[i].finish * 1e6))
-    t = finish_us / 1e6
-    return finish_us if t >= t_lo and t < t_hi else np.int64(-1)
-
-
-@njit(**LOOP)
-def _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows):
-    """Row i into :func:`breach_counts`' counts."""
-    first = rq[i].first
-    if first != first:
-        return
-    n_windows = windows.shape[2]
-    p = rq[i].path
-    arrival_us = np.int64(np.rint(rq[i].arrival * 1e6))
-    first_us = np.int64(np.rint(first * 1e6))
-    ttft_b = ttft_s[p] == ttft_s[p] and (first_us - arrival_us) / 1_000_000 > ttft_s[p]
-    t = first_us / 1e6
-    if t >= t_lo and t < t_hi:
-        totals[p, 0] += 1
-        w = int((t - t_lo) // window_s)
-        if ttft_b:
-            totals[p, 1] += 1
-        if w < n_windows:
-            windows[p, 0, w] += 1
-            if ttft_b:
-                windows[p, 1, w] += 1
-    finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
-    if finish_us < 0:
-        return
-    t = finish_us / 1e6
-    n_out = rq[i].gen
-    tpot = ((finish_us - first_us) / 1_000_000) / max(n_out - 1, 1) if n_out > 1 else 0.0
-    tpot_b = tpot_s[p] == tpot_s[p] and tpot > tpot_s[p]
-    totals[p, 2] += 1
-    if tpot_b:
-        totals[p, 3] += 1
-    if tpot_b or ttft_b:
-        totals[p, 4] += 1
-    w = int((t - t_lo) // window_s)
-    if w < n_windows:
-        windows[p, 2, w] += 1
-        if tpot_b or ttft_b:
-            windows[p, 3, w] += 1
-
-
-@njit(cache=True, error_model="numpy")
-def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
-    """Per path (thresholds ``ttft_s``/``tpot_s``, NaN = not promised) and window of ``window_s`` from
-    ``t_lo``: first tokens and TTFT breaches by first-token time, finished requests and joint
-    breaches by finish time, for times in [t_lo, t_hi). Times, TTFT and TPOT are computed as
-    ``records.run_arrays`` computes them (whole microseconds), so the counts are those of its arrays.
-    Returns (per path: first tokens, TTFT breaches, finished, TPOT breaches, joint breaches;
-    per path and window: first tokens, TTFT breaches, finished, joint breaches)."""
-    n_paths = ttft_s.shape[0]
-    totals = np.zeros((n_paths, 5), dtype=np.int64)
-    windows = np.zeros((n_paths, 4, n_windows), dtype=np.int64)
-    for i in range(rq.shape[0]):
-        _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows)
-    return totals, windows
-
-
-@njit(**LOOP)
-def _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts):
-    """Row i into :func:`view_counts`' counts."""
-    first = rq[i].first
-    if first != first:
-        return
-    n_windows = counts.shape[0]
-    p = rq[i].path
-    first_us = np.int64(np.rint(first * 1e6))
-    t = first_us / 1e6
-    if t >= t_lo and t < t_hi:
-        per_path[p, 0] += 1
-        per_path[p, 1] += first_us - np.int64(np.rint(rq[i].arrival * 1e6))
-        m = int(math.ceil(((t - t_lo + origin) - origin) / window_s - 1e-9)) - 1
-        m = min(max(m, 0), n_windows - 1)
-        counts[m, rq[i].replica] += 1
-    finish_us = _counted_finish_us(rq, i, t_lo, t_hi)
-    if finish_us < 0:
-        return
-    per_path[p, 2] += 1
-    per_path[p, 3] += np.int64(np.rint(rq[i].sched * 1e6)) - np.int64(np.rint(rq[i].arrival * 1e6))
-    decode[0] += finish_us - first_us
-    decode[1] += max(rq[i].gen - 1, 0)
-
-
-@njit(cache=True, error_model="numpy")
-def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
-    """What :func:`app.economics.calibration.twin_view` reads of a run, in whole microseconds as
-    ``records.run_arrays`` computes them, so that its means are those of the per-request arrays up
-    to the order of a float sum. Requests whose first token (finish) falls in [t_lo, t_hi): per path
-    (first tokens, sum of TTFT µs, finished, sum of queue µs), over every path (sum of decode µs,
-    sum of output tokens - 1), and first tokens per window of ``window_s`` (right-closed, from
-    ``t_lo``, clipped to the range as ``calibration._minute`` clips) and replica."""
-    per_path = np.zeros((n_paths, 4), dtype=np.int64)
-    decode = np.zeros(2, dtype=np.int64)
-    counts = np.zeros((n_windows, n_rep), dtype=np.int64)
-    for i in range(rq.shape[0]):
-        _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts)
-    return per_path, decode, counts
-
-
-# sink_f: what a counted run counts in (t_lo, t_hi, breach window_s, view origin, view window_s)
-T_LO, T_HI, WINDOW, ORIGIN, VIEW_WINDOW = range(5)
-
-
-@njit(**LOOP)
-def _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
-    """Row s into a counted run's counts (``breach_counts`` and ``view_counts`` of one row); the row
-    is free after."""
-    _breach_row(rq, s, ttft_s, tpot_s, sink_f[T_LO], sink_f[T_HI], sink_f[WINDOW], totals, windows)
-    if counts.shape[0] > 0:  # no view windows: the breaches alone (a grid's replay)
-        _view_row(rq, s, sink_f[T_LO], sink_f[T_HI], sink_f[VIEW_WINDOW], sink_f[ORIGIN], per_path, decode, counts)
-    rq[s].id = -1
-
-
-@njit(cache=True, error_model="numpy")
-def _count_rows(rq, finished_only, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
-    """Every held row (``finished_only``: of a finished request) into the counts."""
-    for s in range(rq.shape[0]):
-        if rq[s].id >= 0 and (rq[s].reason >= 0 or not finished_only):
-            _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
