@@ -406,7 +406,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         start, end = report.parse_time(args.start), report.parse_time(args.end)
         prices = None
         if args.twin:
-            from app.economics.inputs import parse_breach_prices
+            from app.economics.decide.inputs import parse_breach_prices
 
             prices = parse_breach_prices(args.breach_price or [])
     except ValueError as exc:
@@ -422,7 +422,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         twin_rows = None
         try:
             if args.twin:
-                from app.economics import scenarios
+                from app.economics.predict import scenarios
                 from app.tail import twin
 
                 progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not args.quiet else None
@@ -697,8 +697,8 @@ def add_rules(sub: Any) -> None:
 
 # -- scenarios -------------------------------------------------------------------------------------
 def _prices(args: argparse.Namespace) -> Any:
-    from app.economics.inputs import parse_breach_prices
-    from app.economics.money import Prices
+    from app.economics.decide.inputs import parse_breach_prices
+    from app.economics.decide.money import Prices
 
     breach = parse_breach_prices(args.breach_price or [])
     if args.replica_hour_price is not None:
@@ -711,8 +711,8 @@ def _prices(args: argparse.Namespace) -> Any:
 def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
     """The scenario inputs the command line gives, checked before anything is loaded (the datasets,
     path labels and rules come from the workspace after the load)."""
-    from app.economics.capacity import Assumptions
-    from app.economics.inputs import ScenarioInputs, parse_multipliers, parse_replicas
+    from app.economics.decide.inputs import ScenarioInputs, parse_multipliers, parse_replicas
+    from app.economics.model.capacity import Assumptions
 
     for flag in ("kv_cache_tokens", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
         value = getattr(args, flag)
@@ -735,16 +735,16 @@ def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def _policy_file(args: argparse.Namespace) -> Any:
     """The --policy file, parsed (its errors name the file and the key), or None."""
-    from app.economics import policy_file
+    from app.economics.decide import policy_file
 
     return policy_file.read(args.policy) if args.policy else None
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from app.economics import render, saved
-    from app.economics.executors import ExecutorError
-    from app.economics.inputs import ScenarioInputs
-    from app.economics.ray_executor import RayCluster
+    from app.economics.decide import saved, scenarios_text
+    from app.economics.decide.inputs import ScenarioInputs
+    from app.economics.run.executors import ExecutorError
+    from app.economics.run.ray_executor import RayCluster
 
     try:
         address = _ray_address(args)
@@ -778,9 +778,9 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     if args.format == "json":
         _write(dumps(run.document))
     elif args.format == "csv":
-        _write(render.scenarios_csv(run.document))
+        _write(scenarios_text.scenarios_csv(run.document))
     else:
-        _write(render.scenarios_markdown(run.document))
+        _write(scenarios_text.scenarios_markdown(run.document))
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
@@ -853,7 +853,7 @@ def add_scenarios(sub: Any) -> None:
 
 # -- saved scenario sets --------------------------------------------------------------------------
 def cmd_saved(args: argparse.Namespace) -> int:
-    from app.economics import saved
+    from app.economics.decide import saved
 
     with _workspace(args) as ws:
         try:
@@ -915,8 +915,8 @@ def add_saved(sub: Any) -> None:
 # -- bench ---------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.bench import render, runner
-    from app.economics.executors import ExecutorError
-    from app.economics.ray_executor import RayCluster
+    from app.economics.run.executors import ExecutorError
+    from app.economics.run.ray_executor import RayCluster
 
     only = [b.strip() for b in args.only.split(",") if b.strip()] if args.only else None
     log = None if args.quiet else (lambda msg: (sys.stderr.write(msg + "\n"), sys.stderr.flush()))
@@ -991,7 +991,7 @@ def dashboard_argv(args: argparse.Namespace) -> list[str]:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from streamlit.web import cli as stcli
 
-    from app.economics import compiled
+    from app.economics.run import compiled
 
     try:
         argv = dashboard_argv(args)

@@ -20,7 +20,7 @@ from app.store import CUBE_TABLES, MODEL_LABEL, MODEL_LABELS, Workspace, path_ma
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400
 CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
 
-# The capacity fit's cube (app.economics.capacity): per replica, 5-minute windows, of the signals
+# The capacity fit's cube (app.economics.model.capacity): per replica, 5-minute windows, of the signals
 # capacity__replica_windows and capacity__step_token_buckets read (the other latency histograms'
 # buckets are most of an export's series). A file's load keeps it (``keep_fit_cube``).
 REPLICA_LABELS = ["instance", "engine"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app.economics import compiled
+from app.economics.run import compiled
 from app.load import load_frame
 from app.store import Workspace
 
@@ -25,7 +25,7 @@ IN_CI = os.environ.get("CI") == "true"
 def pytest_configure(config: pytest.Config) -> None:
     """The replay engines compiled once for the whole run, beside the collection (a fresh checkout has
     no numba cache: each process would compile them, about a minute for both): the controller (or the
-    one process without xdist) starts ``app.economics.compiled``, whose locks make the workers' first
+    one process without xdist) starts ``app.economics.run.compiled``, whose locks make the workers' first
     replay of each engine wait for it and then load the cache."""
     if not hasattr(config, "workerinput"):
         compiled.start_ahead()

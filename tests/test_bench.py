@@ -310,7 +310,7 @@ def test_a_cube_of_some_signals_is_the_full_cubes_rows(whole: str, tmp_path: Pat
     and the scrape gap included), but for ``replicas``, the replicas reporting a kept signal, and the
     bucket rows and repairs of the histograms whose buckets they do not read."""
     from app.cube import FIT_BUCKETS, FIT_SIGNALS, REPLICA_LABELS, cube_frame, ensure_cube
-    from app.economics.demand import DEMAND_BUCKETS, DEMAND_SIGNALS
+    from app.economics.model.demand import DEMAND_BUCKETS, DEMAND_SIGNALS
 
     files = [whole]
     if order == "scrape by scrape":  # the kept series' runs are then stretches with the others left out

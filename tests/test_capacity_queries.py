@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from app.economics import capacity
+from app.economics.model import capacity
 from app.store import Workspace
 from tests.conftest import histogram, load, samples, ts
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.economics import policy_file, render
-from app.economics.demand import LengthDistribution
-from app.economics.policies import histogram_cut_share
+from app.economics.decide import policy_file, scenarios_text
+from app.economics.decide.policies import histogram_cut_share
+from app.economics.model.demand import LengthDistribution
 from tests.support.cli_run import run_cli, simulated_export
 
 PROMISES = ["--promise", "llama-3.1-8b-interactive=0.5/0.05", "--promise", "llama-3.1-8b-batch=5/0.1"]
@@ -112,9 +112,9 @@ def test_scenarios_with_a_policy_file(export: Path, tmp_path: Path) -> None:
     small = [r for r in pol["rows"] if r["policy"].startswith("50% of")]
     assert small[0]["mean_replicas"] == pytest.approx(3.0)  # the fleet's 2 and the smaller model's 1
     # the other renderings (what --format csv|markdown print of the same document) carry the same rows
-    table = list(csv.DictReader(io.StringIO(render.scenarios_csv(doc))))
+    table = list(csv.DictReader(io.StringIO(scenarios_text.scenarios_csv(doc))))
     assert sum(1 for r in table if r["policy"]) == 20 and sum(1 for r in table if not r["policy"]) == 2
-    text = render.scenarios_markdown(doc)
+    text = scenarios_text.scenarios_markdown(doc)
     assert "Policies replayed through the twin" in text and "| unbounded queue, 2 replicas |" in text
 
 

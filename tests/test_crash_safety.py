@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from app.bench.data import write_fleet_parquet
-from app.economics import saved
+from app.economics.decide import saved
 from app.load import load_file
 from app.store import Workspace
 

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.economics.demand import LengthDistribution, _buckets_below
+from app.economics.model.demand import LengthDistribution, _buckets_below
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from app.cube import ensure_cube
-from app.economics import curve, money, queueing
-from app.economics.capacity import Assumptions, FitQuality, ReplicaModel
+from app.economics.check import curve, queueing
+from app.economics.decide import money
+from app.economics.model.capacity import Assumptions, FitQuality, ReplicaModel
 from app.engine.policy import client_throttle, expected_attempts
 from app.promise import Promise, burn_factor, shares, time_range
 from app.store import Workspace

@@ -1,12 +1,12 @@
 """Accuracy on fleets the twin was not built for (issue "Economics that holds on fleets Headroom did
 not simulate", Must show).
 
-A reduced harness: two fleets of the family (``app.economics.accuracy.FAMILY``), each exported
+A reduced harness: two fleets of the family (``app.bench.accuracy.FAMILY``), each exported
 minimally (no cache_config_info, no iteration_tokens_total, no prefill/decode histograms), four
 scenarios each. The economics are fitted on the export alone; each scenario's truth is the fleet's own
 simulator replaying the same arrivals. Goal: every unflagged row within +-20 % relative or +-0.5 pp
 of the truth (TTFT and joint share), every flagged row's interval holding the true joint share. The
-full family, both export kinds, every scenario: `python -m app.economics.accuracy` (docs/accuracy.md).
+full family, both export kinds, every scenario: `python -m app.bench.accuracy` (docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from dataclasses import asdict, replace
 import numpy as np
 import pytest
 
-from app.economics import accuracy, scenarios
-from app.economics.replay import demand_requests, replay, twin_max_model_len
+from app.bench import accuracy
+from app.economics.predict import scenarios
+from app.economics.run.replay import demand_requests, replay, twin_max_model_len
 from app.engine.config import ROUTERS, EngineConfig, StepTime
 
 # under-provisioned, over-provisioned, busier, longer contexts (flagged: never observed)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.economics import curve, money, queueing
+from app.economics.check import curve, queueing
+from app.economics.decide import money
 
 REL = 1e-9
 

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.economics import decision, money, saved
-from app.economics.capacity import Assumptions, EngineEvidence, Source, fit_model
-from app.economics.demand import LengthDistribution, _spread_gaps
-from app.economics.scenarios import Analysis, Observed, Prediction
+from app.economics.decide import decision, money, saved
+from app.economics.model.capacity import Assumptions, EngineEvidence, Source, fit_model
+from app.economics.model.demand import LengthDistribution, _spread_gaps
+from app.economics.predict.scenarios import Analysis, Observed, Prediction
 from app.store import Workspace
 
 TRUE = {"a": 0.009, "b": 1.2e-4, "c": 5e-5, "d": 6e-8, "e": 1.3e-9}

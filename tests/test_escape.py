@@ -16,7 +16,7 @@ import pytest
 
 from app import escape
 from app.cli import main
-from app.economics import render
+from app.economics.decide import scenarios_text
 from tests.support import small_export
 
 APP = Path(__file__).resolve().parents[1] / "app"
@@ -136,9 +136,9 @@ def _scenarios_doc(path: str) -> dict:
 @pytest.mark.parametrize("path", HOSTILE)
 def test_scenarios_csv_and_markdown_escape_the_path(path: str) -> None:
     doc = _scenarios_doc(path)
-    (cell,) = _check_csv(render.scenarios_csv(doc), "path")
+    (cell,) = _check_csv(scenarios_text.scenarios_csv(doc), "path")
     assert cell == escape.csv_cell(path)
-    markdown = render.scenarios_markdown(doc)
+    markdown = scenarios_text.scenarios_markdown(doc)
     assert path not in markdown or escape.md(path) == path
     assert markdown.count(escape.md(path)) >= 4  # prices line, table, break-even, residual, flag
     for line in markdown.splitlines():

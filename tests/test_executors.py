@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from app.economics.executors import LocalProcesses, Placement
-from app.economics.scenarios import PARALLEL_GRID_REQUESTS, local_executor
+from app.economics.predict.scenarios import PARALLEL_GRID_REQUESTS, local_executor
+from app.economics.run.executors import LocalProcesses, Placement
 
 
 def _share(job: tuple[str, int]) -> str:

@@ -26,8 +26,9 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
 from app import cube
-from app.economics import saved, scenarios
-from app.economics.replay import RunShares
+from app.economics.decide import saved
+from app.economics.predict import scenarios
+from app.economics.run.replay import RunShares
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import promise as promise_view
@@ -535,7 +536,7 @@ def test_hostile_names_are_shown_as_text(workspace_db: Path, tmp_path: Path) -> 
 def test_policy_rows_beside_the_static_ones_and_the_report_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 15 parts 3-6: the policies are inputs of the Economics form and rows beside its table; a
     price change re-prices them without a replay; the report downloads as the CLI prints it."""
-    from app.economics import policies
+    from app.economics.decide import policies
     from app.engine import twin_policy
 
     monkeypatch.setenv("HEADROOM_WORKERS", "1")  # the policy replays in this process, where they are counted

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from app.economics import accuracy
+from app.bench import accuracy
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.policy import (
     REASON_REJECTED,

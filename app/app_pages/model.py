@@ -13,8 +13,8 @@ import json
 
 import streamlit as st
 
-from app.economics import decision
-from app.economics.scenarios import Observed
+from app.economics.decide import decision
+from app.economics.predict.scenarios import Observed
 from app.escape import md
 from app.ui import cache, charts, state, tables
 from app.ui import data as data_view

@@ -1,12 +1,12 @@
 """Scenario sets: named results saved from the Economics page or by `headroom scenarios --save` (kept in
-the workspace by ``app.economics.saved``), listed, compared side by side, reused as inputs, exported
+the workspace by ``app.economics.decide.saved``), listed, compared side by side, reused as inputs, exported
 and imported as JSON."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.economics import saved
+from app.economics.decide import saved
 from app.escape import md
 from app.ui import charts, state, tables
 from app.ui import economics as economics_view

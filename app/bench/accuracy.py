@@ -12,7 +12,7 @@ launch flags its operator would pass (``given``); no simulator setting reaches t
 truth is the fleet's own simulator replaying the SAME arrival trace at the scenario's replica count,
 traffic and context multipliers.
 
-    python -m app.economics.accuracy [--fleets NAME,...] [--kinds full,minimal] [--seeds 3]
+    python -m app.bench.accuracy [--fleets NAME,...] [--kinds full,minimal] [--seeds 3]
                                      [--format markdown|json]
 
 Goal (issue "Economics that holds on fleets Headroom did not simulate"): every unflagged row within
@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from app import load, provenance
-from app.economics import policies
-from app.economics import scenarios as sc
-from app.economics.capacity import Assumptions
-from app.economics.executors import LocalProcesses, default_workers
+from app.economics.decide import policies
+from app.economics.model.capacity import Assumptions
+from app.economics.predict import scenarios as sc
+from app.economics.run.executors import LocalProcesses, default_workers
 from app.engine.config import EngineConfig, Events, FleetConfig, Restart, ScrapeGap, StepTime
 from app.engine.policy import Admission, Autoscaler, Policy, Retry, user_outcomes
 from app.engine.policy_fleet import run_policy_fleet
@@ -207,7 +207,7 @@ def truth(c: FleetCase, replicas: int, traffic: float, context: float) -> dict[s
 def policy_truth(c: FleetCase, policy: Policy, replicas: int | None = None) -> tuple[dict[str, float], float]:
     """The true breach share per path of the fleet under ``policy`` (its own simulator on the same
     arrivals, noisy steps and all; per user request arriving in the export's range, a rejection a
-    breach, as :mod:`app.economics.policies` counts), and its mean replicas paid for."""
+    breach, as :mod:`app.economics.decide.policies` counts), and its mean replicas paid for."""
     trace = base_trace(c)
     run = run_policy_fleet(trace, replace(c.fleet, replicas=replicas or c.replicas), policy, seed=c.seed)
     rq = run.reqs
@@ -430,7 +430,7 @@ def markdown(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]] | 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m app.economics.accuracy", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m app.bench.accuracy", description=__doc__.splitlines()[0])
     p.add_argument("--fleets", help="comma-separated fleet names (default: the whole family)")
     p.add_argument("--kinds", default=",".join(KINDS), help="export kinds: full,minimal")
     p.add_argument("--seeds", type=int, default=3)
@@ -438,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--autoscaler", action="store_true", help="only the policy check: the twin's breach share under "
                    "each AUTOSCALER_CASES fleet's policies (policy_cases) against the simulator's truth")
     args = p.parse_args(argv)
-    command = "python -m app.economics.accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m app.bench.accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.autoscaler:
         origin = provenance.record(command.strip())
         rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds,

@@ -24,11 +24,12 @@ from app.bench import data, promql
 from app.bench.measure import Result, child, timed
 from app.bench.reference import compare
 from app.cube import store_rows
-from app.economics import decision, scenarios
-from app.economics.executors import default_workers
-from app.economics.money import Prices
-from app.economics.ray_executor import RayCluster
-from app.economics.replay import (
+from app.economics.decide import decision
+from app.economics.decide.money import Prices
+from app.economics.predict import scenarios
+from app.economics.run.executors import default_workers
+from app.economics.run.ray_executor import RayCluster
+from app.economics.run.replay import (
     WARMUP_S,
     demand_requests,
     outcomes,

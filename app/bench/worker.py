@@ -138,8 +138,8 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     phases where Linux allows); the grid on every core also the peak of its worker processes and of
     the whole process tree."""
     from app.bench.measure import ChildMemory, reset_peak_rss
-    from app.economics import scenarios
-    from app.economics.executors import default_workers
+    from app.economics.predict import scenarios
+    from app.economics.run.executors import default_workers
     from app.promise import Promise
     from app.store import Workspace
 

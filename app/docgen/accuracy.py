@@ -1,4 +1,4 @@
-"""The accuracy pages from the harness's JSON (``python -m app.economics.accuracy --format json``).
+"""The accuracy pages from the harness's JSON (``python -m app.bench.accuracy --format json``).
 
 Two kinds of document: the family's scenario rows (``rows`` of N', traffic, context and path, with
 ``fits``) → docs/accuracy.md; the policy check's rows (``--autoscaler``: a ``policy`` per row) →

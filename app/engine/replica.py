@@ -4,7 +4,7 @@ This is the step-level engine, in one place. Who runs it: the simulator (the bun
 truth of the tests and of the accuracy harness, whose fleets vary its mechanics — step noise, front-end
 delay, restarts, KV pools, batch laws — through ``EngineConfig``/``FleetConfig``); and, through its
 compiled copy :mod:`app.engine.twin_engine` (bit-identical on the twin's configuration, tested),
-the economics replay. The twin is configured by ``app.economics.replay.twin_config`` from the fitted
+the economics replay. The twin is configured by ``app.economics.run.replay.twin_config`` from the fitted
 model alone, so a truth fleet's mechanics never reach it.
 
 Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):

@@ -1,7 +1,7 @@
 """What a trace is: requests sorted by arrival, each with its path, prompt and output lengths, and the
 paths it was drawn for. The engines run a trace; the simulator draws synthetic ones
 (:mod:`app.simulator.traffic`) and the economics builds one from the observed demand
-(:mod:`app.economics.replay`). The two default paths are the bundled sample's.
+(:mod:`app.economics.run.replay`). The two default paths are the bundled sample's.
 """
 
 from __future__ import annotations

@@ -480,7 +480,7 @@ def _view_row(rq, i, t_lo, t_hi, window_s, origin, per_path, decode, counts):
 
 @njit(cache=True, error_model="numpy")
 def view_counts(rq, t_lo, t_hi, window_s, origin, n_windows, n_rep, n_paths):
-    """What :func:`app.economics.calibration.twin_view` reads of a run, in whole microseconds as
+    """What :func:`app.economics.predict.calibration.twin_view` reads of a run, in whole microseconds as
     ``records.run_arrays`` computes them, so that its means are those of the per-request arrays up
     to the order of a float sum. Requests whose first token (finish) falls in [t_lo, t_hi): per path
     (first tokens, sum of TTFT µs, finished, sum of queue µs), over every path (sum of decode µs,

@@ -2,7 +2,7 @@
 twin with ample replicas (intrinsic: long prompts, slow decode) against those that vanish (capacity,
 the part headroom can buy down), in breaches and dollars per month.
 
-It reads the economics' fitted :class:`~app.economics.scenarios.Analysis` and its replay
+It reads the economics' fitted :class:`~app.economics.predict.scenarios.Analysis` and its replay
 (``scenarios.grid``) as they are: the twin at the observed N, at 2 N and at 4 N ("ample"). The part that
 vanishes is the share at N minus the share at 4 N, its interval the difference of the two intervals'
 far ends; the replay at 2 N says whether 4 N is past the point where more replicas stop helping
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.economics import scenarios as sc
+from app.economics.predict import scenarios as sc
 
 AMPLE_FACTORS = (2, 4)
 CONVERGED_REL, CONVERGED_ABS = 0.10, 0.001

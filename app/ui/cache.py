@@ -24,11 +24,11 @@ import pandas as pd
 import streamlit as st
 
 from app.cube import cube_key, ensure_cube
-from app.economics import policy_file
-from app.economics.crosscheck import CURVE_WINDOW_S
-from app.economics.inputs import ScenarioInputs
-from app.economics.policies import PolicyPrediction
-from app.economics.scenarios import Analysis, Scenario
+from app.economics.check.crosscheck import CURVE_WINDOW_S
+from app.economics.decide import policy_file
+from app.economics.decide.inputs import ScenarioInputs
+from app.economics.decide.policies import PolicyPrediction
+from app.economics.predict.scenarios import Analysis, Scenario
 from app.promise import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path

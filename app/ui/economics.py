@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from app.economics import policy_file
-from app.economics.capacity import Assumptions
-from app.economics.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
-from app.economics.money import Prices
-from app.economics.scenarios import Prediction, Scenario
+from app.economics.decide import policy_file
+from app.economics.decide.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
+from app.economics.decide.money import Prices
+from app.economics.model.capacity import Assumptions
+from app.economics.predict.scenarios import Prediction, Scenario
 from app.escape import md
 from app.promise import Promise
 from app.ui.session import Settings

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.economics.capacity import parameter_value
-from app.economics.inputs import ScenarioInputs
+from app.economics.decide.inputs import ScenarioInputs
+from app.economics.model.capacity import parameter_value
 from app.ui import economics as economics_view
 from app.ui.units import ms, pct
 

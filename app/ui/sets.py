@@ -11,7 +11,7 @@ import pandas as pd
 from app.ui.economics import ECON_DEFAULTS, ENGINE_FACTS, fleet_frame
 
 
-# -- saved scenario sets (``app.economics.saved``: the CLI's ``headroom saved`` reads the same sets) --------
+# -- saved scenario sets (``app.economics.decide.saved``: the CLI's ``headroom saved`` reads the same sets) --------
 def saved_inputs(run: Mapping[str, Any]) -> dict[str, Any]:
     """The inputs of a run in the shape ``headroom scenarios --save`` stores them, plus the dashboard's
     own form under ``dashboard`` (so "use these inputs" restores the form exactly)."""

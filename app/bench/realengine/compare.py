@@ -21,8 +21,8 @@ import pandas as pd
 
 from app import load
 from app.bench.realengine import truth as tr
-from app.economics import scenarios as sc
-from app.economics.capacity import Assumptions
+from app.economics.model.capacity import Assumptions
+from app.economics.predict import scenarios as sc
 from app.promise import Promise
 from app.store import Workspace
 

@@ -17,7 +17,7 @@ from app.bench.realengine import compare as cp
 from app.bench.realengine import fleet as fl
 from app.bench.realengine.run import RunSpec, commit, machine, run
 from app.bench.realengine.trace import TraceSpec
-from app.economics import scenarios as sc
+from app.economics.predict import scenarios as sc
 
 OBSERVED = (1, 1.0, 1.0)
 # name -> (replicas, traffic, context, repeat)

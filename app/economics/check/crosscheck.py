@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from app.economics import curve, queueing
-from app.economics.scenarios import Analysis
+from app.economics.check import curve, queueing
+from app.economics.predict.scenarios import Analysis
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
 

@@ -13,9 +13,9 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from app.economics import money
-from app.economics.capacity import parameter_value
-from app.economics.scenarios import Analysis, Prediction
+from app.economics.decide import money
+from app.economics.model.capacity import parameter_value
+from app.economics.predict.scenarios import Analysis, Prediction
 
 SPLITS = ("requests", "equal")
 

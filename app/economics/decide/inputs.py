@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.cube import ensure_cube
-from app.economics import crosscheck, decision, policies, scenarios
-from app.economics.capacity import Assumptions
-from app.economics.executors import Executor
-from app.economics.money import Prices
-from app.economics.policy_file import PolicySet, check_paths
-from app.economics.scenarios import Analysis, Prediction
+from app.economics.check import crosscheck
+from app.economics.decide import decision, policies
+from app.economics.decide.money import Prices
+from app.economics.decide.policy_file import PolicySet, check_paths
+from app.economics.model.capacity import Assumptions
+from app.economics.predict import scenarios
+from app.economics.predict.scenarios import Analysis, Prediction
+from app.economics.run.executors import Executor
 from app.jsonable import jsonable
 from app.promise import Promise
 from app.store import Workspace

@@ -23,9 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from app.economics import compiled, money, scenarios
-from app.economics.executors import Executor
-from app.economics.replay import (
+from app.economics.decide import money
+from app.economics.predict import scenarios
+from app.economics.predict.scenarios import Analysis
+from app.economics.run import compiled
+from app.economics.run.executors import Executor
+from app.economics.run.replay import (
     WARMUP_S,
     RunShares,
     demand_requests,
@@ -33,7 +36,6 @@ from app.economics.replay import (
     twin_config,
     twin_max_model_len,
 )
-from app.economics.scenarios import Analysis
 from app.engine.policy import Policy, user_outcomes
 from app.engine.twin_policy import simulate_policy
 

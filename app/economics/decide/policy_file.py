@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from app.economics.policies import CapTokens, Defer, PolicyScenario, SmallerModel
+from app.economics.decide.policies import CapTokens, Defer, PolicyScenario, SmallerModel
 from app.engine.policy import SIGNALS, Admission, Autoscaler, Policy, Retry
 
 SECTIONS = ("autoscaler", "admission", "retry", "degradation")

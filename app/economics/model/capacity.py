@@ -8,7 +8,7 @@ What the model needs and where each value comes from (its *source*, shown with i
   GPU blocks x block size), else ``fitted`` from what the data shows (the largest steps in
   ``iteration_tokens_total``; a waiting queue that formed while the KV cache had room means the batch
   cap bound), else ``assumed`` (vLLM's default, stated). Without ``cache_config_info`` the KV capacity
-  is fitted by simulation (:mod:`app.economics.calibration`): the tokens a running request holds are
+  is fitted by simulation (:mod:`app.economics.predict.calibration`): the tokens a running request holds are
   not the mean prompt of finished requests (long requests stay longer, so they fill more of the
   running set), so the twin replays the observed demand and the capacity is the one at which its KV
   occupancy matches ``kv_cache_usage_perc`` window by window.

@@ -1,7 +1,7 @@
 """Fit by simulation and calibration: the twin at the observed fleet size, replaying the observed
 demand, must show what the observed fleet showed.
 
-The step-time regression (:mod:`app.economics.capacity`) gives the shape of the step law; what it
+The step-time regression (:mod:`app.economics.model.capacity`) gives the shape of the step law; what it
 cannot pin down, the twin run at the observed replica count can:
 
 - **KV capacity** (when neither given nor in ``cache_config_info``): the tokens the twin's running
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.economics.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
-from app.economics.demand import Demand
-from app.economics.replay import WARMUP_S, Thresholds, shares_of_counts, simulate_twin, twin_config
+from app.economics.model.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
+from app.economics.model.demand import Demand
+from app.economics.run.replay import WARMUP_S, Thresholds, shares_of_counts, simulate_twin, twin_config
 from app.engine.config import ROUTERS
 from app.engine.outcomes import US
 

@@ -3,7 +3,7 @@ fleet size, then predict per path the breach shares at N' replicas, traffic x g 
 an interval.
 
 The observed fleet must come out right: by default the twin is calibrated at the observed replica
-count (:mod:`app.economics.calibration`: KV capacity when the export has no engine config, the step
+count (:mod:`app.economics.predict.calibration`: KV capacity when the export has no engine config, the step
 and prefill time levels), then replayed there with several seeds; its per-path TTFT and TPOT shares
 are set against the histograms'. What remains is the *residual*: shown per path, it widens every
 interval of that path, and above ``RESIDUAL_FLAG`` it flags every scenario of the path.
@@ -31,11 +31,13 @@ import pandas as pd
 
 from app import sql
 from app.cube import ensure_cube, pulled_by_store
-from app.economics import calibration, capacity, compiled
-from app.economics.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
-from app.economics.demand import Demand, observed_demand
-from app.economics.executors import Executor, LocalProcesses
-from app.economics.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
+from app.economics.model import capacity
+from app.economics.model.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
+from app.economics.model.demand import Demand, observed_demand
+from app.economics.predict import calibration
+from app.economics.run import compiled
+from app.economics.run.executors import Executor, LocalProcesses
+from app.economics.run.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
 from app.promise import Promise, shares, time_range
 from app.store import Workspace
 
@@ -588,7 +590,7 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
     return out
 
 
-# the policy rows (app.economics.policies) are assembled, flagged and varied as the static ones
+# the policy rows (app.economics.decide.policies) are assembled, flagged and varied as the static ones
 assemble, needs_envelope, variant = _assemble, _needs_envelope, _variant
 
 
@@ -614,7 +616,7 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     one executor at once. The runs are independent, so ``executor`` runs them where it runs them: by
     default ``workers`` local processes (default: every core, or this process for a small grid:
     ``local_executor``; 1: this process), or a Ray cluster
-    (:class:`app.economics.ray_executor.RayCluster`). The predictions do not depend on it, nor on
+    (:class:`app.economics.run.ray_executor.RayCluster`). The predictions do not depend on it, nor on
     which other scenarios share the call: each run is set by its job alone. ``on_run(done, total,
     message)`` follows each finished run (the dashboard's progress bar), ``on_scenario(scenario,
     predictions)`` each scenario as soon as its last run is in (the dashboard keeps it then: a run

@@ -6,7 +6,7 @@ test suite's, a new dashboard's first grid) would each compile them. :func:`read
 few requests of the replay's own argument types under an exclusive lock on a file: the first process
 compiles it and writes the cache, the others wait for it and then load the cache (a second or two).
 Each engine has its own lock, so a grid (the fleet engine) never waits for the policy engine's
-compile. ``python -m app.economics.compiled`` does both ahead, the fleet engine first: ``headroom
+compile. ``python -m app.economics.run.compiled`` does both ahead, the fleet engine first: ``headroom
 dashboard`` starts it beside the server, so that a new install's first grid finds its engine compiled.
 
 numba keys its cache by the source's content (SHA-256) and the machine's CPU, not by the source's path,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.economics import demand
+from app.economics.model import demand
 from app.engine import twin_engine, twin_fleet, twin_policy
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.policy import Policy

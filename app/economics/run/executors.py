@@ -1,5 +1,5 @@
 """Executors: where the independent runs of a scenario grid execute — in this process, in local
-processes (the default), or on a Ray cluster (:class:`app.economics.ray_executor.RayCluster`, an
+processes (the default), or on a Ray cluster (:class:`app.economics.run.ray_executor.RayCluster`, an
 optional extra).
 
 An executor runs ``fn(context, job, cache)`` for every job and yields ``(job, result)`` as each run

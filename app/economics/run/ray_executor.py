@@ -12,7 +12,7 @@ not whichever Headroom the cluster's image holds; the workers need Headroom's de
 
 The fitted analysis is put in the object store once (``ray.put``) and fetched by each worker
 process once; each task returns one run, and results are yielded as tasks complete. So is the driver's
-numba cache of the engines (:func:`app.economics.compiled.cache_files`, about 7 MB): a worker whose
+numba cache of the engines (:func:`app.economics.run.compiled.cache_files`, about 7 MB): a worker whose
 unpacked copy of ``app`` has no cache yet installs it and loads the engines instead of compiling them
 (about half a minute of CPU per worker); on a machine unlike the driver's, numba compiles as before.
 """
@@ -25,13 +25,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from app.economics import compiled
-from app.economics.executors import Affinity, ExecutorError, RunFn
+from app.economics.run import compiled
+from app.economics.run.executors import Affinity, ExecutorError, RunFn
 
 INSTALL_HINT = "pip install 'headroom-slo[ray]'"
 # the package the workers import: this process's own app/ (in a wheel install it holds the bundled
 # sample and the queries too, which no run reads)
-APP_DIR = Path(__file__).resolve().parents[1]
+APP_DIR = Path(__file__).resolve().parents[2]  # app/economics/run/ray_executor.py -> app/
 EXCLUDES = ["__pycache__", "*.pyc", "/data", "/queries"]  # gitignore patterns, relative to APP_DIR
 # what a Ray Client connection raises when the head's server process for it exited at start (before,
 # or after, the head saw it running)

@@ -3,8 +3,8 @@
 The twin is the project's request- and step-level engine (``app.engine``: router, FCFS admission
 under the KV limit, chunked prefill with a per-step token budget, preemption, backlog carried from
 one window to the next) run with the parameters fitted from the operator's metrics
-(:mod:`app.economics.capacity`) on requests synthesised from the observed demand
-(:mod:`app.economics.demand`). Each scenario runs with several seeds; the spread is part of the
+(:mod:`app.economics.model.capacity`) on requests synthesised from the observed demand
+(:mod:`app.economics.model.demand`). Each scenario runs with several seeds; the spread is part of the
 interval. Shares follow vLLM's observation times: TTFT by first token, TPOT and the joint promise by
 finish, like the histograms the observed shares come from.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.economics import compiled
-from app.economics.capacity import ReplicaModel
-from app.economics.demand import Demand, synthesize
+from app.economics.model.capacity import ReplicaModel
+from app.economics.model.demand import Demand, synthesize
+from app.economics.run import compiled
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import FleetRun
 from app.engine.outcomes import NO_TIME, run_arrays
