@@ -153,7 +153,7 @@ def _load_text(reports: Sequence[Any]) -> str:
         out.append(f"{state}  {visible(r.file)}  -> dataset {r.dataset!r}")
         fmt = r.format + (" (gzip)" if r.gzip else "")
         out.append(f"  format: {fmt}   engine: {r.engine or 'unknown'}")
-        if r.format == "live":  # windows the store computed (app.pushdown), not samples
+        if r.format == "live":  # windows the store computed (app.live.pushdown), not samples
             out.append(f"  series: {r.series}   window values pulled: {r.samples}")
         else:
             out.append(f"  series: {r.series}   samples: {r.samples}")
@@ -238,7 +238,7 @@ def add_cube(sub: Any) -> None:
 # -- report ----------------------------------------------------------------------------------------
 def _promises(args: argparse.Namespace) -> list[Any]:
     """Promises from --preset [PATH=]NAME and --promise [PATH=]TTFT_S/TPOT_S[@TARGET] (later ones win per path)."""
-    from app import promise as pm
+    from app.promise import shares as pm
 
     out: dict[str, pm.Promise] = {}
     for item in args.preset or []:
@@ -292,8 +292,8 @@ def _analysis_cube(ws: Workspace, args: argparse.Namespace, command: str, window
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from app import report
     from app.cube import parse_window
+    from app.promise import report
 
     try:
         window_s = parse_window(args.window)
@@ -334,7 +334,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _write_report(doc: dict[str, Any], fmt: str, reports: list[Any]) -> int:
-    from app import report
+    from app.promise import report
 
     if not doc["paths"]:
         sys.stderr.write("headroom report: no request-latency histogram (TTFT, TPOT, ITL, E2E or queue time) "
@@ -379,7 +379,7 @@ def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
     """``--e2e [PATH=]SECONDS``: an end-to-end threshold on a path's promise (no PATH: every promise)."""
     from dataclasses import replace
 
-    from app import promise as pm
+    from app.promise import shares as pm
 
     e2e: dict[str, float] = {}
     for item in items:
@@ -396,8 +396,8 @@ def _with_e2e(promises: list[Any], items: Sequence[str]) -> list[Any]:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from app import report
     from app.cube import parse_window
+    from app.promise import report
     from app.tail import report as tail_report
 
     try:
@@ -507,7 +507,7 @@ def _add_store(p: argparse.ArgumentParser, required: bool = False) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from app import live
+    from app.live import client as live
 
     env = dict(os.environ)
     if args.ask_token:
@@ -522,7 +522,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
     """Fetch (start, end] of ``--prometheus`` into ``out``; the exit code on failure (printed), else None."""
-    from app import live
+    from app.live import client as live
 
     try:
         progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
@@ -537,7 +537,7 @@ def _fetch(args: argparse.Namespace, out: Path, command: str) -> int | None:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     if args.discover:
-        from app import live
+        from app.live import client as live
 
         try:
             client = live.Client(_store(args))
@@ -600,7 +600,8 @@ def add_fetch(sub: Any) -> None:
 def _pull(ws: Workspace, args: argparse.Namespace, command: str) -> Any:
     """``--pushdown``: the cube pulled by PromQL into ``ws`` as a dataset of kind live; its report, or None
     (the error printed)."""
-    from app import live, pushdown
+    from app.live import client as live
+    from app.live import pushdown
 
     progress = (lambda msg: sys.stderr.write(f"  {msg}\n")) if not getattr(args, "quiet", False) else None
     try:
@@ -633,9 +634,9 @@ def _with_live(args: argparse.Namespace, command: str, run: Any) -> int:
 
 # -- rules -----------------------------------------------------------------------------------------
 def cmd_rules(args: argparse.Namespace) -> int:
-    from app import promise as pm
-    from app import rules
     from app.cube import ensure_cube
+    from app.promise import rules
+    from app.promise import shares as pm
 
     try:
         promises = _promises(args)

@@ -89,7 +89,7 @@ def build_into_temp(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], 
         sql.materialize(con, "cube__series_of_signals", "cube_series_kept", signals=sorted(signals))
         con.execute("create or replace temp table cube_series as from cube_series_kept")
         con.execute("drop table cube_series_kept")
-    if live:  # windows a store computed (app.pushdown), at this cube's window; the raw samples a pull
+    if live:  # windows a store computed (app.live.pushdown), at this cube's window; the raw samples a pull
         # keeps for the capacity fit are of the same series, so they are not windowed again here
         sql.materialize(con, "cube__live_series_windows", "cube_series_windows", dataset_ids=live,
                         window_s=int(window_s))
@@ -205,7 +205,7 @@ def _series_windows(con: duckdb.DuckDBPyConnection, query: str, parts: Sequence[
 
 def check_live(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int,
                path_labels: Sequence[str]) -> list[int]:
-    """The live datasets (pulled by PromQL, ``app.pushdown``) among ``dataset_ids``, after checking that
+    """The live datasets (pulled by PromQL, ``app.live.pushdown``) among ``dataset_ids``, after checking that
     their windows can make this cube: its window a multiple of the pulled one, its path labels among
     those the store summed by, and no file dataset beside them (the same samples would count twice)."""
     pulls = con.execute("select dataset_id, window_s, by_what, labels, url from live_pulls "
@@ -330,7 +330,7 @@ def _store_built(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], win
 
 
 def pulled_by_store(ws: Workspace, cube_id: int) -> list[dict[str, object]]:
-    """The live pulls (``app.pushdown``) a cube was built from: their counts are the store's ``increase()``,
+    """The live pulls (``app.live.pushdown``) a cube was built from: their counts are the store's ``increase()``,
     not exact increases, and every number read from the cube says so."""
     rows = ws.cursor().execute(
         "select p.url, p.window_s, p.by_what from live_pulls as p, cube_index as c "

@@ -33,7 +33,7 @@ import yaml
 from app import sql
 from app.ingest import jsonscan
 from app.ingest.base import IngestError, Source, json_object_limit
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.store import Workspace
 
 KINDS = {

@@ -1,5 +1,5 @@
 -- name: live__stage_keys
--- purpose: the series of a live pull (app.pushdown) as a load stages a file's: one key per distinct
+-- purpose: the series of a live pull (app.live.pushdown) as a load stages a file's: one key per distinct
 --   store metric and label set of the pulled windows (a summed series carries only the labels it was
 --   summed by) and of the raw samples kept beside them, for `ingest__staged_series`
 -- grain: one row per distinct (metric, labels)

@@ -27,7 +27,7 @@ selected_series as (
     where s.series_id in (
         select distinct series_id from samples where list_contains($dataset_ids, dataset_id)
         union
-        -- a live pull's series (app.pushdown): windows the store computed
+        -- a live pull's series (app.live.pushdown): windows the store computed
         select distinct series_id from live_windows where list_contains($dataset_ids, dataset_id)
     )
 ),

@@ -16,7 +16,7 @@ from app.economics.check import curve, queueing
 from app.economics.decide import money
 from app.economics.model.capacity import Assumptions, FitQuality, ReplicaModel
 from app.engine.policy import client_throttle, expected_attempts
-from app.promise import Promise, burn_factor, shares, time_range
+from app.promise.shares import Promise, burn_factor, shares, time_range
 from app.store import Workspace
 from app.ui.tail import window_quantiles
 from tests.conftest import histogram, load, samples

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app import cli, live
+from app import cli
+from app.live import client as live
 from app.store import Workspace
 from app.ui import data as data_view
 from tests.support.cli_run import run_cli

@@ -41,9 +41,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import cli, load, rules
+from app import cli, load
 from app.cube import cube_frame, ensure_cube
-from app.promise import Promise, shares
+from app.promise import rules
+from app.promise.shares import Promise, shares
 from app.simulator import simulate_day
 from app.store import Workspace
 from tests.conftest import IN_CI

@@ -10,7 +10,7 @@ import pytest
 
 from app import sql
 from app.cube import ensure_cube
-from app.promise import (
+from app.promise.shares import (
     Promise,
     burn_alerts,
     burn_factor,
@@ -209,7 +209,7 @@ def test_trailing_ranges_stay_inside_their_path(ws: Workspace) -> None:
 def test_evaluate_of_two_paths_at_once_is_the_three_tables(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """With two cores promise.evaluate runs the range rows and the per-window rows at once: the
     tables are those of the separate calls over every path, in the same order."""
-    monkeypatch.setattr("app.promise.os.cpu_count", lambda: 2)
+    monkeypatch.setattr("app.promise.shares.os.cpu_count", lambda: 2)
     for k, name in enumerate(["a", "b", "c"]):
         _windows(ws, [(100 * (k + 1), 5 * k), (50, 25), (0, 0), (400, 7 * k)],
                  {**V1, "model_name": name, "instance": f"10.0.0.{k + 1}:8000"})

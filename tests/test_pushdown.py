@@ -15,9 +15,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
-from app import pushdown
 from app.cube import cube_frame, ensure_cube, pulled_by_store
-from app.live import Store
+from app.live import pushdown
+from app.live.client import Store
 from app.load import load_frame
 from app.store import Workspace
 from tests.support.small_export import frame as small_frame

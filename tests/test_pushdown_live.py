@@ -1,4 +1,4 @@
-"""The cube pulled by PromQL (``--pushdown``, ``app.pushdown``) from a real Prometheus and a real
+"""The cube pulled by PromQL (``--pushdown``, ``app.live.pushdown``) from a real Prometheus and a real
 VictoriaMetrics holding every serving series of a simulated 2 h, 2-replica, 2-path vLLM V1 fleet
 (buckets, ``_count``/``_sum``, counters and gauges; replica 1 crashes at 00:48 and restarts, nothing is
 scraped from 01:18:00 to 01:27:36; each replica scraped at its own offset so no sample sits on a window
@@ -33,9 +33,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
-from app import cli, load, pushdown, sql
+from app import cli, load, sql
 from app.cube import cube_frame, ensure_cube
-from app.live import Store
+from app.live import pushdown
+from app.live.client import Store
 from app.simulator import simulate_day
 from app.store import Workspace
 from app.ui import data as data_view

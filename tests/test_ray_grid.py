@@ -25,7 +25,7 @@ from app import cli, load
 from app.economics.predict import scenarios
 from app.economics.run.executors import ExecutorError, LocalProcesses
 from app.economics.run.ray_executor import INSTALL_HINT, RayCluster
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.store import Workspace
 from tests.conftest import IN_CI
 from tests.support.cli_run import run_cli, simulated_export

@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import load, report
+from app import load
 from app.cube import ensure_cube
-from app.promise import Promise
+from app.promise import report
+from app.promise.shares import Promise
 from app.records import exact_joint_shares
 from app.store import Workspace
 from tests.conftest import T0, histogram, ts

@@ -24,11 +24,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import load, report
+from app import load
 from app.cli import main
 from app.cube import ensure_cube
 from app.engine.metrics_catalog import ITL_BUCKETS, TTFT_BUCKETS
-from app.promise import Promise
+from app.promise import report
+from app.promise.shares import Promise
 from app.records import exact_joint_shares
 from app.simulator import simulate_day
 from app.simulator.sample import write_metrics_parquet, write_records_parquet

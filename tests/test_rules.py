@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app import rules
-from app.promise import Promise
+from app.promise import rules
+from app.promise.shares import Promise
 from tests.conftest import IN_CI
 from tests.support.cli_run import run_cli
 

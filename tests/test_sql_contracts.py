@@ -54,7 +54,7 @@ def bound_ws() -> Iterator[Workspace]:
         report = load_file(w, path)
         assert report.status == "loaded", report.errors
     cube_id = ensure_cube(w, [1], 60, None)
-    # the frames a live pull registers (app.pushdown), as empty tables of their columns
+    # the frames a live pull registers (app.live.pushdown), as empty tables of their columns
     w.con.execute("create temp table live_pulled (metric varchar, labels varchar, window_start timestamp, "
                   "stat varchar, value double)")
     w.con.execute("create temp table live_families (family varchar, mtype varchar)")

@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import cli, load
-from app import promise as pm
 from app.bench.accuracy import FleetCase, _start, case, truth
 from app.cube import ensure_cube
 from app.economics.model.capacity import Assumptions
 from app.economics.predict import scenarios as sc
-from app.promise import Promise
+from app.promise import shares as pm
+from app.promise.shares import Promise
 from app.simulator import simulate_day
 from app.simulator.metrics import minimal_export
 from app.store import Workspace

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app import promise as pm
-from app import report
 from app.cube import ensure_cube
 from app.escape import md
+from app.promise import report
+from app.promise import shares as pm
 from app.store import Workspace
 from app.tail import report as tail_report
 from app.ui import economics as economics_view

@@ -48,7 +48,7 @@ from app.engine.twin_fleet import (
     simulate,
     view_counts,
 )
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.simulator.traffic import generate_trace, scale_context, scale_traffic
 from app.store import Workspace
 from tests.support.cli_run import simulated_export

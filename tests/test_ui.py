@@ -13,7 +13,7 @@ import pytest
 
 from app.cube import ensure_cube
 from app.load import LoadReport
-from app.promise import Promise, shares, time_range
+from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import economics as economics_view

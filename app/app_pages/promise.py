@@ -13,8 +13,8 @@ from functools import partial
 
 import streamlit as st
 
-from app import promise
 from app.escape import md
+from app.promise import shares as pm
 from app.ui import cache, charts, state, tables
 from app.ui import economics as economics_view
 from app.ui import promise as promise_view
@@ -23,7 +23,7 @@ from app.ui.page import open_page
 page = open_page("Promise")
 db, ws, mine, ref, paths = page.db, page.ws, page.mine, page.ref, page.paths
 
-presets = promise.presets()
+presets = pm.presets()
 OPTIONS = [promise_view.CUSTOM, *presets]
 stored = promise_view.stored_promises(mine, paths)
 INPUTS = {  # field: (label, number_input options); the target is entered in percent

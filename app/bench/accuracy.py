@@ -45,7 +45,7 @@ from app.engine.policy import Admission, Autoscaler, Policy, Retry, user_outcome
 from app.engine.policy_fleet import run_policy_fleet
 from app.engine.trace import PathSpec, Trace, TrafficSpec
 from app.jsonable import dumps
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.simulator import generate_trace, run_scenario, scenario_trace, simulate_day, true_shares
 from app.simulator.metrics import minimal_export
 from app.simulator.traffic import DEFAULT_DAY

@@ -19,7 +19,6 @@ import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import ingest
-from app import promise as pm
 from app.bench import data, promql
 from app.bench.measure import Result, child, timed
 from app.bench.reference import compare
@@ -40,7 +39,8 @@ from app.economics.run.replay import (
 )
 from app.engine.fleet import run_fleet
 from app.load import load_file
-from app.promise import Promise
+from app.promise import shares as pm
+from app.promise.shares import Promise
 from app.simulator import simulate_day
 from app.simulator.sample import write_metrics_parquet
 from app.store import Workspace

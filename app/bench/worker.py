@@ -140,7 +140,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     from app.bench.measure import ChildMemory, reset_peak_rss
     from app.economics.predict import scenarios
     from app.economics.run.executors import default_workers
-    from app.promise import Promise
+    from app.promise.shares import Promise
     from app.store import Workspace
 
     phases: dict[str, dict[str, float]] = {}

@@ -34,7 +34,7 @@ import pandas as pd
 
 from app import sql
 from app.cube import parse_window
-from app.live import (
+from app.live.client import (
     Client,
     LiveError,
     Store,

@@ -7,10 +7,11 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app import live, records
-from app import promise as pm
+from app import records
 from app.cube import pulled_by_store
 from app.escape import csv_row, md
+from app.live import client as live
+from app.promise import shares as pm
 from app.store import Workspace
 
 EXACT_COUNTS = "exact: increases of the raw samples"

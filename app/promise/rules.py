@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.escape import visible
-from app.promise import ALL_PATHS, Promise
+from app.promise.shares import ALL_PATHS, Promise
 from app.store import data_dir, signal_rows
 
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from app import sql
-from app.promise import ALL_PATHS, Promise
+from app.promise.shares import ALL_PATHS, Promise
 from app.store import Workspace
 
 

@@ -8,9 +8,9 @@ import io
 from datetime import datetime
 from typing import Any
 
-from app import promise as pm
 from app.cube import pulled_by_store
 from app.escape import csv_row, md, visible
+from app.promise import shares as pm
 from app.store import Workspace
 from app.tail import attribution, signals
 from app.tail.twin import TwinAttribution

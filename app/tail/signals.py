@@ -36,8 +36,8 @@ import pandas as pd
 from scipy.optimize import isotonic_regression
 from scipy.stats import spearmanr
 
-from app import promise as pm
 from app import sql
+from app.promise import shares as pm
 from app.store import Workspace
 
 SIGNALS = {  # column -> (label, unit)

@@ -29,7 +29,7 @@ from app.economics.decide import policy_file
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.decide.policies import PolicyPrediction
 from app.economics.predict.scenarios import Analysis, Scenario
-from app.promise import PromiseTables, evaluate, time_range
+from app.promise.shares import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
 from app.tail import attribution

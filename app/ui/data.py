@@ -14,9 +14,12 @@ from typing import Protocol
 
 import pandas as pd
 
-from app import live, load, promise, pushdown, sql
+from app import load, sql
 from app.escape import md
+from app.live import client as live
+from app.live import pushdown
 from app.load import LoadReport
+from app.promise import shares as pm
 from app.store import Workspace, data_dir
 from app.ui.session import Settings
 
@@ -259,5 +262,5 @@ def request_paths(ws: Workspace, cube_id: int) -> list[str]:
 
 def bucket_bounds(ws: Workspace, cube_id: int) -> dict[str, list[float]]:
     """Finite bucket bounds (seconds) per histogram signal of a cube."""
-    return promise.bucket_bounds(ws, cube_id)
+    return pm.bucket_bounds(ws, cube_id)
 

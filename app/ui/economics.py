@@ -18,7 +18,7 @@ from app.economics.decide.money import Prices
 from app.economics.model.capacity import Assumptions
 from app.economics.predict.scenarios import Prediction, Scenario
 from app.escape import md
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.ui.session import Settings
 from app.ui.units import pct
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from app import promise as pm
-from app import report, rules
 from app.cube import pulled_by_store
 from app.escape import md, visible
+from app.promise import report, rules
+from app.promise import shares as pm
 from app.store import MODEL_LABEL, Workspace
 from app.ui.session import Settings
 from app.ui.units import pct

@@ -147,7 +147,7 @@ create table if not exists cube_window_histograms (
 create or replace macro request_paths(cid) as table
     select distinct path from cube_bucket_layouts where cube_id = cid;
 
--- a dataset pulled from a live store by PromQL (kind `live`, app.pushdown): how it was pulled. `by` is
+-- a dataset pulled from a live store by PromQL (kind `live`, app.live.pushdown): how it was pulled. `by` is
 -- `path` (histograms and counters summed by the path labels in the store, gauges per replica) or
 -- `series` (every series windowed in the store, nothing summed); `labels` the path labels it was
 -- summed by (the model label `__model__` resolved), no credential

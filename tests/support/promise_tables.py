@@ -28,10 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from app import promise as pm
 from app.bench import data
 from app.bench.suites import WINDOW_S
 from app.cube import store_rows
+from app.promise import shares as pm
 from app.store import Workspace
 
 DEFAULT_DB = Path("/tmp/headroom-promise-tables.duckdb")

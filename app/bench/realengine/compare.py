@@ -23,7 +23,7 @@ from app import load
 from app.bench.realengine import truth as tr
 from app.economics.model.capacity import Assumptions
 from app.economics.predict import scenarios as sc
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.store import Workspace
 
 REL_GOAL, ABS_GOAL = 0.25, 0.005

@@ -18,7 +18,7 @@ import numpy as np
 
 from app.economics.check import curve, queueing
 from app.economics.predict.scenarios import Analysis
-from app.promise import Promise, shares, time_range
+from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
 
 CURVE_WINDOW_S = 300

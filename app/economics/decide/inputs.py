@@ -19,7 +19,7 @@ from app.economics.predict import scenarios
 from app.economics.predict.scenarios import Analysis, Prediction
 from app.economics.run.executors import Executor
 from app.jsonable import jsonable
-from app.promise import Promise
+from app.promise.shares import Promise
 from app.store import Workspace
 
 Progress = Callable[[str], None]

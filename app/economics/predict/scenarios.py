@@ -38,7 +38,7 @@ from app.economics.predict import calibration
 from app.economics.run import compiled
 from app.economics.run.executors import Executor, LocalProcesses
 from app.economics.run.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
-from app.promise import Promise, shares, time_range
+from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
 
 SENSITIVITY = 0.15
