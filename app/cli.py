@@ -915,7 +915,7 @@ def add_saved(sub: Any) -> None:
 
 # -- bench ---------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.bench import render, runner
+    from app.bench import document, runner
     from app.economics.run.executors import ExecutorError
     from app.economics.run.ray_executor import RayCluster
 
@@ -937,7 +937,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ExecutorError as exc:
         sys.stderr.write(f"headroom bench: {exc}\n")
         return 1
-    _write(render.to_json(doc) if args.format == "json" else render.to_table(doc))
+    _write(document.to_json(doc) if args.format == "json" else document.to_table(doc))
     return 0
 
 

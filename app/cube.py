@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 
 from app import sql
-from app.ingest.text import empty_tables
+from app.ingest.base import empty_tables
 from app.store import CUBE_TABLES, MODEL_LABEL, MODEL_LABELS, Workspace, path_mapping
 
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86400

@@ -21,10 +21,9 @@ import pandas as pd
 
 from app import cube, ingest, records, sql
 from app.ingest import checks
-from app.ingest.base import IngestError
+from app.ingest.base import IngestError, shorten
 from app.ingest.checks import where_word
 from app.ingest.frame import digest_frame, stage_frame
-from app.ingest.text import shorten
 from app.store import Workspace, path_mapping
 
 SUMMARY_WINDOW_S = 300

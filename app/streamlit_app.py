@@ -9,13 +9,14 @@ import streamlit as st
 started = time.perf_counter()
 st.set_page_config(page_title="Headroom", page_icon=":material/speed:", layout="wide")
 
+# the two pages whose files are named as their titles keep the addresses they had (/model, /sets)
 pages = [
     st.Page("app_pages/data.py", title="Data", icon=":material/database:", default=True),
     st.Page("app_pages/promise.py", title="Promise", icon=":material/handshake:"),
     st.Page("app_pages/economics.py", title="Economics", icon=":material/payments:"),
-    st.Page("app_pages/model.py", title="Capacity model", icon=":material/memory:"),
+    st.Page("app_pages/capacity_model.py", title="Capacity model", icon=":material/memory:", url_path="model"),
     st.Page("app_pages/tail.py", title="Tail", icon=":material/troubleshoot:"),
-    st.Page("app_pages/sets.py", title="Scenario sets", icon=":material/compare:"),
+    st.Page("app_pages/scenario_sets.py", title="Scenario sets", icon=":material/compare:", url_path="sets"),
 ]
 timing = st.sidebar.empty()
 try:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from app import cli, load
-from app.bench import data, promql, render
+from app.bench import document, generate, promql
 from app.bench.reference import compare, pandas_cube
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
@@ -31,14 +31,14 @@ def _cube(files: list[str], window_s: int = 300) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> data.FleetInfo:
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> generate.FleetInfo:
     # a small fleet that still holds restarts, a scrape gap and a label set appearing part-way
-    shape = data.FleetShape(replicas=3, scrape_interval_s=15)
-    return data.write_fleet_parquet(tmp_path_factory.mktemp("fleet"), 120_000, files=3, seed=5, shape=shape)
+    shape = generate.FleetShape(replicas=3, scrape_interval_s=15)
+    return generate.write_fleet_parquet(tmp_path_factory.mktemp("fleet"), 120_000, files=3, seed=5, shape=shape)
 
 
 @pytest.fixture(scope="module")
-def whole(fleet: data.FleetInfo, tmp_path_factory: pytest.TempPathFactory) -> str:
+def whole(fleet: generate.FleetInfo, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The same samples as one file."""
     out = tmp_path_factory.mktemp("whole") / "fleet.parquet"
     pd.concat([pd.read_parquet(p) for p in fleet.paths]).to_parquet(out, index=False)
@@ -63,8 +63,8 @@ def test_month_export_is_reused_from_the_workdir(tmp_path: Path) -> None:
 
 
 def test_generated_fleet_is_deterministic(tmp_path: Path) -> None:
-    a = data.write_fleet_parquet(tmp_path / "a", 60_000, seed=3)
-    b = data.write_fleet_parquet(tmp_path / "b", 60_000, seed=3)
+    a = generate.write_fleet_parquet(tmp_path / "a", 60_000, seed=3)
+    b = generate.write_fleet_parquet(tmp_path / "b", 60_000, seed=3)
     assert a.samples == b.samples and a.restarts >= 1
     pd.testing.assert_frame_equal(pd.read_parquet(a.paths[0]), pd.read_parquet(b.paths[0]))
 
@@ -76,17 +76,17 @@ def test_headroom_cube_equals_the_pandas_cube(whole: str, window_s: int) -> None
     assert compare(headroom, pandas_cube(whole, window_s)) is None
 
 
-def test_several_exports_give_the_cube_of_one(fleet: data.FleetInfo, whole: str) -> None:
+def test_several_exports_give_the_cube_of_one(fleet: generate.FleetInfo, whole: str) -> None:
     assert compare(_cube(fleet.paths), _cube([whole])) is None
 
 
-def test_overlapping_exports_are_deduplicated(fleet: data.FleetInfo, whole: str) -> None:
+def test_overlapping_exports_are_deduplicated(fleet: generate.FleetInfo, whole: str) -> None:
     # the middle export loaded twice (once inside the whole file): one value per series and time
     assert compare(_cube([whole, fleet.paths[1]]), _cube([whole])) is None
 
 
 def test_text_exposition_round_trip(whole: str, tmp_path: Path) -> None:
-    info = data.write_exposition(whole, tmp_path / "m.prom")
+    info = generate.write_exposition(whole, tmp_path / "m.prom")
     with Workspace(":memory:") as ws:
         report = load.load_file(ws, Path(info.path))
         assert (report.status, report.format, report.samples) == ("loaded", "prometheus-text", info.samples)
@@ -138,7 +138,7 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert all(month[f"{k}_peak_rss_mb"] > 0 for k in ("load", "analyse", "grid", "grid_sequential"))
     assert by_name["economics_month"]["peak_rss_mb"] == max(
         month[f"{k}_peak_rss_mb"] for k in ("load", "analyse", "grid", "grid_sequential"))
-    table = render.to_table(doc)
+    table = document.to_table(doc)
     assert "cube_build" in table and "growth exponent" in table and "cores" in table
 
 
@@ -215,7 +215,7 @@ def _windows_presorted_and_sorted(ws: Workspace, window_s: int) -> tuple[bool, p
 
 
 @pytest.mark.parametrize("order", ["series by series", "exports newest first", "scrape by scrape", "shuffled rows"])
-def test_streaming_pass_equals_the_sort(fleet: data.FleetInfo, whole: str, tmp_path: Path, order: str) -> None:
+def test_streaming_pass_equals_the_sort(fleet: generate.FleetInfo, whole: str, tmp_path: Path, order: str) -> None:
     """The build's windows equal the sort's whatever the storage order; it streams whenever the runs of
     each series are disjoint (shuffled rows make runs that skip samples of their series: it sorts)."""
     files = [whole]
@@ -236,7 +236,7 @@ def test_streaming_pass_equals_the_sort(fleet: data.FleetInfo, whole: str, tmp_p
             pd.testing.assert_frame_equal(built, by_sort, check_exact=True)
 
 
-def test_overlapping_runs_fall_back_to_the_sort(fleet: data.FleetInfo, whole: str) -> None:
+def test_overlapping_runs_fall_back_to_the_sort(fleet: generate.FleetInfo, whole: str) -> None:
     with Workspace(":memory:") as ws:
         for f in (whole, fleet.paths[1]):  # the middle export twice: its series' runs overlap
             assert load.load_file(ws, Path(f)).status == "loaded"
@@ -258,7 +258,7 @@ def test_replica_parts_first_fit_largest_first() -> None:
 
 
 @pytest.mark.parametrize("case", ["series by series", "shuffled rows", "overlapping exports"])
-def test_a_build_in_replica_parts_is_the_whole_build(fleet: data.FleetInfo, whole: str, tmp_path: Path,
+def test_a_build_in_replica_parts_is_the_whole_build(fleet: generate.FleetInfo, whole: str, tmp_path: Path,
                                                      case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above ``WINDOWS_PART_SAMPLES`` kept samples the series windows are computed a few replicas at a
     time: the same rows, bit for bit, through the streaming pass, the sort and the deduplicated pass."""

@@ -3,7 +3,7 @@
 After every kill the workspace opens, everything saved before the load (datasets, the path mapping,
 a promise, a saved scenario set) is intact, and the interrupted dataset is absent or whole: each
 dataset's ``n_samples`` equals its rows in ``samples``, and no sample, series or cube belongs to a
-dataset that is not there. The big file is the benchmark fleet (``app.bench.data``), large enough
+dataset that is not there. The big file is the benchmark fleet (``app.bench.generate``), large enough
 that a kill at a random moment lands in the load (reading, the cube of its summary, the commit or
 DuckDB's checkpoint after it).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.data import write_fleet_parquet
+from app.bench.generate import write_fleet_parquet
 from app.economics.decide import saved
 from app.load import load_file
 from app.store import Workspace

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import sql
-from app.bench.data import FleetShape, write_fleet_parquet
+from app.bench.generate import FleetShape, write_fleet_parquet
 from app.cube import cube_frame, ensure_cube, sample_pass
 from app.load import load_file
 from app.store import Workspace

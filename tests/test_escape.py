@@ -158,8 +158,8 @@ AUDITED = {
     ("app/cube.py", "store_rows"): "a relation name of the cube build and the constant _STORE_ORDER",
     ("app/cube.py", "index_for_promises"): "table names from the fixed tuple CUBE_TABLES",
     ("app/load.py", "_commit_staged"): "the text of the query file ingest__staged_series",
-    ("app/ingest/text.py", "number_rows"): "table, view and column names of the readers' own staging tables",
-    ("app/ingest/text.py", "empty_tables"): "the readers' own staging table names",
+    ("app/ingest/base.py", "number_rows"): "table, view and column names of the readers' own staging tables",
+    ("app/ingest/base.py", "empty_tables"): "the readers' own staging table names",
     ("app/ingest/longform.py", "read_csv"): "one of two constant read_csv(...) calls; the path and delimiter "
                                             "are $params",
     ("app/ingest/longform.py", "read_parquet"): "the constant read_parquet($path)",
@@ -168,7 +168,7 @@ AUDITED = {
                                          "as the catalog says",
     ("app/ingest/longform.py", "_stage"): "expressions of our own; the file's column names are $params "
                                           "(long_row[$ts_col])",
-    ("app/bench/data.py", "write_exposition"): "the benchmark's own scratch file name (COPY takes no "
+    ("app/bench/generate.py", "write_exposition"): "the benchmark's own scratch file name (COPY takes no "
                                                "parameters), quotes doubled",
 }
 QUERY_METHODS = {"execute", "executemany", "sql", "query"}

@@ -153,7 +153,7 @@ def test_empty_cells_read_as_a_dash_never_none() -> None:
 
 def test_the_router_registers_the_six_pages() -> None:
     assert registered_pages() == ["app_pages/data.py", "app_pages/promise.py", "app_pages/economics.py",
-                                  "app_pages/model.py", "app_pages/tail.py", "app_pages/sets.py"]
+                                  "app_pages/capacity_model.py", "app_pages/tail.py", "app_pages/scenario_sets.py"]
 
 
 @pytest.mark.parametrize("page_file", registered_pages())
@@ -418,7 +418,7 @@ def test_a_price_change_reprices_the_cached_replays_without_running_any() -> Non
     assert_picklable(at)
     # the capacity model page reads the same run, and its views never replay
     with mock.patch.object(scenarios, "replay", side_effect=AssertionError("no replay outside Run scenarios")):
-        goto(at, "model")
+        goto(at, "capacity_model")
         model = table(at, "model").set_index("quantity")
         assert model.index[0] == "step time: base"
         # every parameter with where it came from; the residual at the observed N beside it
@@ -455,7 +455,7 @@ def test_saved_set_round_trip_through_json(workspace_db: Path) -> None:
     assert first["document"]["cheapest"]["replicas"] in (3, 4, 5)
     assert first["inputs"]["replicas"] == [3, 4, 5]  # the CLI's shape: `headroom saved` reads it
 
-    goto(at, "sets")
+    goto(at, "scenario_sets")
     assert table(at, "sets")["name"].tolist() == ["baseline"]
     next(b for b in at.button if b.label == "Delete baseline").click().run()
     assert not settings(workspace_db, saved.SETTING)
@@ -478,7 +478,7 @@ def test_saved_set_round_trip_through_json(workspace_db: Path) -> None:
     goto(at, "economics")
     assert at.text_input(key=state.econ_key("replicas")).value == "3:5"
     # a file that is not an export is refused with its reason
-    goto(at, "sets")
+    goto(at, "scenario_sets")
     at.file_uploader(key=state.SETS_UPLOAD).set_value(("x.json", b"[]", "application/json"))
     at.button(key="FormSubmitter:import_form-Import").click().run()
     assert any("not a scenario-set export" in e.value for e in at.error)

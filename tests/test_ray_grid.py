@@ -257,7 +257,7 @@ def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyP
 
 
 def test_importing_headroom_never_imports_ray() -> None:
-    probe = ("import sys; import app.cli, app.economics.predict.scenarios, app.economics.run.ray_executor, app.ui.economics, app.ui.sets; "
+    probe = ("import sys; import app.cli, app.economics.predict.scenarios, app.economics.run.ray_executor, app.ui.economics, app.ui.scenario_sets; "
              "assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -15,11 +15,12 @@ from app.cube import ensure_cube
 from app.load import LoadReport
 from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
+from app.ui import cache as ui_cache
+from app.ui import capacity_model as model_view
 from app.ui import data as data_view
 from app.ui import economics as economics_view
-from app.ui import model as model_view
 from app.ui import promise as promise_view
-from app.ui import sets as sets_view
+from app.ui import scenario_sets as sets_view
 from tests.conftest import histogram, load, ts
 
 V1 = {"engine": "0", "instance": "10.0.0.1:8000", "model_name": "chat"}
@@ -388,7 +389,7 @@ def test_the_replay_store_replays_only_what_it_lacks_all_at_once() -> None:
     once); what it holds comes back as copies; past ``max_entries`` the least recently used goes."""
     calls: list[list[tuple[int, float, float]]] = []
     replay = _recording_replay(calls)
-    store = economics_view.ReplayStore(max_entries=4)
+    store = ui_cache.ReplayStore(max_entries=4)
     first = store.replayed("ws", "key", [(2, 1, 1), (3, 1, 1), (2, 1, 1)], replay)
     assert calls == [[(2, 1.0, 1.0), (3, 1.0, 1.0)]]
     assert [r.predictions[0].replicas for r in first] == [2, 3, 2]
@@ -420,7 +421,7 @@ def _blocking_replay(calls: list[list[tuple[int, float, float]]], started: threa
     return replay
 
 
-def _in_thread(store: economics_view.ReplayStore, grid: list[tuple[int, float, float]], replay: Callable,
+def _in_thread(store: ui_cache.ReplayStore, grid: list[tuple[int, float, float]], replay: Callable,
                out: dict[str, object]) -> threading.Thread:
     def run() -> None:
         try:
@@ -435,7 +436,7 @@ def _in_thread(store: economics_view.ReplayStore, grid: list[tuple[int, float, f
 def test_two_runs_at_once_replay_each_scenario_once() -> None:
     """Two sessions asking for overlapping grids at the same moment: the second waits for what the
     first is replaying (saying how many, as the page's bar does) and replays only the rest."""
-    store = economics_view.ReplayStore()
+    store = ui_cache.ReplayStore()
     store.WAIT_POLL_S = 0.01
     first_calls: list[list[tuple[int, float, float]]] = []
     started, release, first = threading.Event(), threading.Event(), {}
@@ -466,7 +467,7 @@ def test_two_runs_at_once_replay_each_scenario_once() -> None:
 def test_a_run_waited_for_that_stops_leaves_its_scenarios_to_the_waiting_run() -> None:
     """The first session is stopped after one scenario: the run waiting for both holds that one and
     replays the other itself."""
-    store = economics_view.ReplayStore()
+    store = ui_cache.ReplayStore()
     store.WAIT_POLL_S = 0.01
     first_calls: list[list[tuple[int, float, float]]] = []
     started, release, first = threading.Event(), threading.Event(), {}
@@ -489,7 +490,7 @@ def test_a_replay_stopped_part_way_keeps_the_scenarios_it_finished() -> None:
         keep(missing[0], [SimpleNamespace(replicas=missing[0][0])])
         raise ValueError("stopped")
 
-    store = economics_view.ReplayStore()
+    store = ui_cache.ReplayStore()
     with pytest.raises(ValueError, match="stopped"):
         store.replayed("ws", "key", [(2, 1.0, 1.0), (3, 1.0, 1.0)], stopped_after_one)
     calls: list[list[tuple[int, float, float]]] = []

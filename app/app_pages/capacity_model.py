@@ -17,9 +17,9 @@ from app.economics.decide import decision
 from app.economics.predict.scenarios import Observed
 from app.escape import md
 from app.ui import cache, charts, state, tables
+from app.ui import capacity_model as model_view
 from app.ui import data as data_view
 from app.ui import economics as economics_view
-from app.ui import model as model_view
 from app.ui import promise as promise_view
 from app.ui.page import open_page
 

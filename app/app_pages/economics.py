@@ -20,7 +20,7 @@ from app.ui import cache, charts, state, tables
 from app.ui import data as data_view
 from app.ui import economics as economics_view
 from app.ui import promise as promise_view
-from app.ui import sets as sets_view
+from app.ui import scenario_sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Economics")

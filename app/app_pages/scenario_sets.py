@@ -10,7 +10,7 @@ from app.economics.decide import saved
 from app.escape import md
 from app.ui import charts, state, tables
 from app.ui import economics as economics_view
-from app.ui import sets as sets_view
+from app.ui import scenario_sets as sets_view
 from app.ui.page import open_page
 
 page = open_page("Scenario sets", needs_paths=False)

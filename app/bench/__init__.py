@@ -1,6 +1,6 @@
 """``headroom bench``: Headroom against what users would otherwise use, measured in the same run.
 
-Every benchmark generates its data deterministically (:mod:`app.bench.data`) at the chosen size and
+Every benchmark generates its data deterministically (:mod:`app.bench.generate`) at the chosen size and
 measures a pair — Headroom and a reference — in the same run, checking that the pair agrees where it
 must:
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.bench.data import HISTOGRAMS
+from app.bench.generate import HISTOGRAMS
 
 COUNTERS = (
     ("requests", 'vllm:request_success_total'),

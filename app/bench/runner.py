@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app import provenance
-from app.bench import render, suites
+from app.bench import document, suites
 from app.bench.measure import Result, machine
 
 BENCHMARKS = ("text_ingest", "cube", "replay", "interaction", "month")
@@ -20,7 +20,7 @@ BENCHMARKS = ("text_ingest", "cube", "replay", "interaction", "month")
 def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | Path | None = None,
         log: Callable[[str], None] | None = None, promql: bool = True, ray: str | None = None) -> dict[str, Any]:
     """Run the benchmarks of ``size`` (``small`` or ``full``) and return the document of
-    :func:`app.bench.render.document`. ``only`` picks among :data:`BENCHMARKS`; ``workdir`` keeps the
+    :func:`app.bench.document.document`. ``only`` picks among :data:`BENCHMARKS`; ``workdir`` keeps the
     generated data (default: a temporary directory, removed afterwards); ``ray``: a Ray cluster the
     replay benchmark also runs its grid on."""
     if size not in suites.SIZES:
@@ -68,7 +68,7 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
     finally:
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
-    return render.document(info, results, suites.growth_exponent(results), size, time.perf_counter() - t0,
+    return document.document(info, results, suites.growth_exponent(results), size, time.perf_counter() - t0,
                            origin)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import ingest
-from app.bench import data, promql
+from app.bench import generate, promql
 from app.bench.measure import Result, child, timed
 from app.bench.reference import compare
 from app.cube import store_rows
@@ -94,9 +94,9 @@ def _best(runs: list[float]) -> float:
 def text_ingest(size: Size, workdir: Path, log: Log) -> list[Result]:
     """Headroom's DuckDB text parser against prometheus_client's, on the same file; same samples."""
 
-    shape = data.FleetShape()
-    fleet = data.write_fleet_parquet(workdir / "text-src", size.text_lines, seed=11, shape=shape, stem="text")
-    info = data.write_exposition(fleet.paths[0], workdir / "metrics.prom")
+    shape = generate.FleetShape()
+    fleet = generate.write_fleet_parquet(workdir / "text-src", size.text_lines, seed=11, shape=shape, stem="text")
+    info = generate.write_exposition(fleet.paths[0], workdir / "metrics.prom")
     log(f"text exposition: {info.lines:,} lines, {info.samples:,} samples")
     path = Path(info.path)
 
@@ -206,7 +206,7 @@ def cube_builds(size: Size, workdir: Path, log: Log, promql: bool = True) -> lis
     for n, files in zip(size.cube_samples, size.cube_files, strict=True):
         src = workdir / f"fleet-{n}"
         t0 = time.perf_counter()
-        fleet = data.write_fleet_parquet(src, n, files=files, seed=7)
+        fleet = generate.write_fleet_parquet(src, n, files=files, seed=7)
         log(f"fleet of {fleet.samples:,} samples ({fleet.series} series, {fleet.hours:.1f} h, {files} file(s), "
             f"{fleet.restarts} restarts) written in {time.perf_counter() - t0:.1f} s")
         bare = _bare_scan(fleet.paths, size.repeat)
@@ -264,7 +264,7 @@ def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
     return round(float(slope), 3)
 
 
-def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, workdir: Path, log: Log,
+def _against_pandas(fleet: generate.FleetInfo, load: dict, cube: dict, dump: Path, workdir: Path, log: Log,
                     compare: Callable) -> Result:
     if len(fleet.paths) != 1:
         raise ValueError("the pandas reference reads one file")
@@ -290,13 +290,13 @@ def _against_pandas(fleet: data.FleetInfo, load: dict, cube: dict, dump: Path, w
                         "cube_only_ratio: pandas against the cube built from scratch"})
 
 
-def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: Log) -> list[Result]:
+def _against_prometheus(fleet: generate.FleetInfo, cube: dict, workdir: Path, log: Log) -> list[Result]:
     if not promql.available():
         log("  prometheus/promtool not found: the PromQL comparison is skipped")
         return []
     om = workdir / "fleet.om.txt"
     t0 = time.perf_counter()
-    data.write_exposition(fleet.paths[0], om, openmetrics=True)
+    generate.write_exposition(fleet.paths[0], om, openmetrics=True)
     written = time.perf_counter() - t0
     backfill_s = promql.backfill(om, workdir / "prometheus-data")
     om.unlink(missing_ok=True)
@@ -321,7 +321,7 @@ def _against_prometheus(fleet: data.FleetInfo, cube: dict, workdir: Path, log: L
 # -- interaction -------------------------------------------------------------------------------------
 def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions: list[Any]) -> list[Result]:
     """A promise change and a price change on a many-day, many-path cube with its replays cached."""
-    table = data.cube_rows(size.interaction_days, size.interaction_paths, WINDOW_S)
+    table = generate.cube_rows(size.interaction_days, size.interaction_paths, WINDOW_S)
     # a workspace file, as the dashboard keeps (an in-memory DuckDB stores the cube uncompressed and
     # reads it slower)
     db = workdir / "interaction.duckdb"
@@ -377,7 +377,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
                         "burn alerts (what the Promise page runs), on a workspace file; *_median_ms: "
                         "the separate calls promise.shares, shares by window, burn_alerts"})
 
-    paths = [data.PATHS[p % len(data.PATHS)] for p in range(size.interaction_paths)]
+    paths = [generate.PATHS[p % len(generate.PATHS)] for p in range(size.interaction_paths)]
     wide_analysis, wide_predictions = _widen(analysis, predictions, paths)
     price_runs = []
     for i in range(25):

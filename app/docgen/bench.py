@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.bench import render
+from app.bench import document
 from app.docgen.tables import Column, generated_header, provenance_block, table
 
 COMMAND = "python -m app.docgen bench --from docs/data/bench.json --out docs/benchmarks.md"
@@ -22,14 +22,14 @@ def page(doc: dict[str, Any], command: str = COMMAND) -> str:
     size = doc["size"]
     rows = []
     for r in doc["results"]:
-        met = render.goal_met(r, size)
-        rows.append({**render.cells(r), "goal met": None if met is None else ("yes" if met else "**no**")})
+        met = document.goal_met(r, size)
+        rows.append({**document.cells(r), "goal met": None if met is None else ("yes" if met else "**no**")})
     out = [generated_header("Benchmarks", command),
            f"`headroom bench --size {size}`: what each row measures, the reference it is timed against, and the "
            "JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size full`; "
            "a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is met.",
            "", provenance_block(doc.get("provenance")), "",
-           table(rows, COLUMNS), "", render.RATIO_NOTE]
+           table(rows, COLUMNS), "", document.RATIO_NOTE]
     if doc.get("growth_exponent") is not None:
         out.append(f"Growth exponent of the cube build (time ∝ samples^k): k = {doc['growth_exponent']:.2f}.")
     out += ["", f"Versions: Python {m['python']}, DuckDB {m['duckdb']}, pandas {m['pandas']}; load average at the "

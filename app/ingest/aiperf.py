@@ -15,8 +15,7 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail, read_json
-from app.ingest.text import empty_tables
+from app.ingest.base import Source, Staged, empty_tables, fail, read_json
 
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:

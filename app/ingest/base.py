@@ -1,4 +1,5 @@
-"""The contract every format reader meets.
+"""The contract every format reader meets, and the helpers the readers share (an error's wording, rows
+numbered in file order, helper tables freed).
 
 A reader turns one file into TEMP tables on the load's connection (created with
 ``create or replace temp table``, inside the load's transaction, so a failure leaves nothing behind):
@@ -145,5 +146,38 @@ def points_as_table(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
     staged.n_points = None
 
 
-__all__ = ["FORMATS", "IngestError", "Source", "Staged", "drop_temp", "duckdb", "fail", "json_object_limit",
-           "points_as_table", "read_json"]
+# -- helpers the readers, the load and the cube share ------------------------------------------
+def shorten(text: str, limit: int = 120) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters, newlines shown as ``\\n``."""
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 25] + " … " + text[-20:]
+
+
+def also_bad(others: list[int], n_bad: int, unit: str = "line") -> str:
+    """`` (also bad: lines 4, 9 and 3 more)`` for an error message; empty when there is one bad item."""
+    if n_bad <= 1:
+        return ""
+    more = f" and {n_bad - 1 - len(others)} more" if n_bad - 1 > len(others) else ""
+    return f" (also bad: {unit}{'s' if n_bad > 2 else ''} {', '.join(map(str, others))}{more})"
+
+
+def number_rows(con: duckdb.DuckDBPyConnection, table: str, view: str, column: str, first: int) -> None:
+    """Register ``view``: the rows of ``table`` with ``column`` numbering them in table order from
+    ``first``. A file copied into a table by one scan keeps the file's order (DuckDB's order
+    preservation), so a row's position is its number; numbering during the copy with
+    row_number() over () would make the copy run on one thread. Rowids count from a fixed offset
+    inside a transaction, hence the minimum. ``table``/``view``/``column`` are our own identifiers."""
+    con.register(view, con.sql(f"select rowid - (select min(rowid) from {table}) + $first as {column}, * "
+                               f"from {table}", params={"first": first}))
+
+
+def empty_tables(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> None:
+    """Free a reader's helper tables but keep them, empty, so every query that reads them still binds
+    on this connection (the SQL contract test binds each query on a connection that loaded a file of
+    each format). ``tables`` are our own identifiers."""
+    for table in tables:
+        con.execute(f"create or replace temp table {table} as select * from {table} limit 0")
+
+
+__all__ = ["FORMATS", "IngestError", "Source", "Staged", "also_bad", "drop_temp", "duckdb", "empty_tables", "fail",
+           "json_object_limit", "number_rows", "points_as_table", "read_json", "shorten"]

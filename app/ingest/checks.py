@@ -34,8 +34,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged, points_as_table
-from app.ingest.text import shorten
+from app.ingest.base import IngestError, Source, Staged, points_as_table, shorten
 
 MAX_EXAMPLES = 3
 FUTURE_SLACK = timedelta(days=1)

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, drop_temp, fail
+from app.ingest.base import Source, Staged, also_bad, drop_temp, empty_tables, fail, number_rows, shorten
 from app.ingest.detect import METRIC_COLUMNS, TS_COLUMNS, VALUE_COLUMNS
-from app.ingest.text import also_bad, empty_tables, number_rows, shorten
 
 LABELS_COLUMN = "labels"
 MAX_REPORTED = 4

@@ -17,8 +17,7 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged, fail, read_json
-from app.ingest.text import empty_tables, shorten
+from app.ingest.base import IngestError, Source, Staged, empty_tables, fail, read_json, shorten
 
 MAX_REPORTED = 4
 # plausible sample times in seconds (the year 5138); at or above, the unit is milliseconds

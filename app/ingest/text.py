@@ -31,7 +31,7 @@ from datetime import datetime
 import duckdb
 
 from app import sql
-from app.ingest.base import IngestError, Source, Staged, fail
+from app.ingest.base import IngestError, Source, Staged, also_bad, empty_tables, fail, number_rows, shorten
 from app.ingest.snapshot_time import file_mtime, iso, parse_time_text, time_from_name
 
 MAX_REPORTED_LINES = 6
@@ -42,20 +42,6 @@ _HELPERS = (
 _CSV_LINE_RE = re.compile(r"CSV Error on Line: (\d+)")
 # plausible sample times in seconds; outside, the unit is almost certainly wrong
 _SECONDS_MAX = 1e11
-
-
-def shorten(text: str, limit: int = 120) -> str:
-    """``text`` cut in the middle to at most ``limit`` characters, newlines shown as ``\\n``."""
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit - 25] + " … " + text[-20:]
-
-
-def also_bad(others: list[int], n_bad: int, unit: str = "line") -> str:
-    """`` (also bad: lines 4, 9 and 3 more)`` for an error message; empty when there is one bad item."""
-    if n_bad <= 1:
-        return ""
-    more = f" and {n_bad - 1 - len(others)} more" if n_bad - 1 > len(others) else ""
-    return f" (also bad: {unit}{'s' if n_bad > 2 else ''} {', '.join(map(str, others))}{more})"
 
 
 def read(con: duckdb.DuckDBPyConnection, src: Source) -> Staged:
@@ -135,24 +121,6 @@ def _split_becomes_stage_points(con: duckdb.DuckDBPyConnection, unit_s: float) -
     con.execute("alter table stage_points rename column line_no to src_line")
     empty_tables(con, ("text_line_text",))
     sql.materialize(con, "ingest__text_split", "text_split", ts_unit_us=unit_s * 1e6)
-
-
-def number_rows(con: duckdb.DuckDBPyConnection, table: str, view: str, column: str, first: int) -> None:
-    """Register ``view``: the rows of ``table`` with ``column`` numbering them in table order from
-    ``first``. A file copied into a table by one scan keeps the file's order (DuckDB's order
-    preservation), so a row's position is its number; numbering during the copy with
-    row_number() over () would make the copy run on one thread. Rowids count from a fixed offset
-    inside a transaction, hence the minimum. ``table``/``view``/``column`` are our own identifiers."""
-    con.register(view, con.sql(f"select rowid - (select min(rowid) from {table}) + $first as {column}, * "
-                               f"from {table}", params={"first": first}))
-
-
-def empty_tables(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> None:
-    """Free a reader's helper tables but keep them, empty, so every query that reads them still binds
-    on this connection (the SQL contract test binds each query on a connection that loaded a file of
-    each format). ``tables`` are our own identifiers."""
-    for table in tables:
-        con.execute(f"create or replace temp table {table} as select * from {table} limit 0")
 
 
 def _preflight(src: Source) -> None:
@@ -266,4 +234,4 @@ def _insert_snapshots(con: duckdb.DuckDBPyConnection, starts: list[tuple[int, da
     )
 
 
-__all__ = ["also_bad", "empty_tables", "read", "read_exposition", "shorten"]
+__all__ = ["read", "read_exposition"]

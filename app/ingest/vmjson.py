@@ -11,9 +11,8 @@ from __future__ import annotations
 import duckdb
 
 from app import sql
-from app.ingest.base import Source, Staged, fail, read_json
+from app.ingest.base import Source, Staged, also_bad, empty_tables, fail, read_json, shorten
 from app.ingest.promjson import SECONDS_MAX
-from app.ingest.text import also_bad, empty_tables, shorten
 
 MAX_REPORTED = 4
 

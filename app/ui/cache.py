@@ -6,7 +6,7 @@
   ``CubeRef`` are never those of another cube. Threshold, price and scenario changes never reach ``cube``.
 - Promise results are cached by (cube, promises, range): a threshold change re-runs only the
   small query on the cube.
-- Replays are held per scenario (``ReplayStore``, one per process), keyed by
+- Replays are held per scenario (``ReplayStore`` below, one per process), keyed by
   ``ScenarioInputs.replay_key`` (canonical JSON of datasets, path mapping, TTFT/TPOT per path,
   assumptions, seeds) plus (N', traffic, context); the scenarios a run lacks are replayed together.
   Prices are not in the key: pricing is arithmetic on the cached predictions.
@@ -14,8 +14,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -28,7 +32,7 @@ from app.economics.check.crosscheck import CURVE_WINDOW_S
 from app.economics.decide import policy_file
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.decide.policies import PolicyPrediction
-from app.economics.predict.scenarios import Analysis, Scenario
+from app.economics.predict.scenarios import Analysis, Prediction, Scenario
 from app.promise.shares import PromiseTables, evaluate, time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
@@ -39,9 +43,101 @@ from app.tail import twin as tail_twin
 from app.tail.twin import TwinAttribution
 from app.ui import data
 from app.ui import tail as tail_view
-from app.ui.economics import Replayed, ReplayStore
 from app.ui.promise import to_promises
 from app.ui.session import Settings
+
+
+# -- the replayed scenarios, shared by every session of this process ----------------------------------
+class Replayed(NamedTuple):
+    """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
+
+    predictions: list[Prediction]
+    computed_at: float  # when the replay call that computed it started
+
+
+class ReplayStore:
+    """The replayed scenarios of this server process, per (workspace, replay key, scenario), the least
+    recently used dropped past ``max_entries``. A run replays only the scenarios it does not hold, all
+    of them in one executor call: the runs of every N' at one (traffic, context, seed) share one
+    synthesized request set on one worker, and the cores stay busy to the last run (one call per
+    scenario made each synthesize its set again and left a core idle whenever a scenario had a
+    single run). A scenario another session is replaying is waited for, not replayed again beside it
+    (two sessions of a team's dashboard that ask at once would each get half the cores). Prices are
+    not in the key: pricing is arithmetic on the predictions."""
+
+    WAIT_POLL_S = 0.5  # how often a run waiting for another's scenarios reports (Streamlit stops it there)
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self.max_entries = max_entries
+        self._held: OrderedDict[tuple[str, str, Scenario], Replayed] = OrderedDict()
+        self._running: dict[tuple[str, str, Scenario], threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def replayed(self, db: str, replay_key: str, grid: Sequence[Scenario],
+                 replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
+                 on_wait: Callable[[int], None] | None = None) -> list[Replayed]:
+        """Each scenario of ``grid`` (in its order). ``replay(missing, keep)`` is called for those
+        neither held nor being replayed by another run, and calls ``keep(scenario, predictions)`` as
+        each is done: a replay stopped part-way (an exception, or Streamlit stopping the script) keeps
+        what it finished. Those another run is replaying are waited for (``on_wait(how many)`` every
+        ``WAIT_POLL_S``); any it did not finish are then replayed here. The predictions returned are
+        copies (a caller may change its own)."""
+        wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
+        key = {s: (db, replay_key, s) for s in wanted}
+        got: dict[Scenario, Replayed] = {}
+        while True:
+            with self._lock:
+                for s in wanted:
+                    if s not in got and key[s] in self._held:
+                        got[s] = self._held[key[s]]
+                todo = [s for s in dict.fromkeys(wanted) if s not in got]
+                theirs = [self._running[key[s]] for s in todo if key[s] in self._running]
+                mine = {s: threading.Event() for s in todo if key[s] not in self._running}
+                for s, running in mine.items():
+                    self._running[key[s]] = running
+            if mine:
+                self._replay_own(key, mine, replay, got)
+            if not theirs:
+                break
+            while not all(e.wait(self.WAIT_POLL_S) for e in theirs):
+                if on_wait is not None:
+                    on_wait(sum(not e.is_set() for e in theirs))
+        with self._lock:
+            out = []
+            for s in wanted:
+                if key[s] in self._held:
+                    self._held.move_to_end(key[s])
+                out.append(got[s]._replace(predictions=copy.deepcopy(got[s].predictions)))
+            while len(self._held) > self.max_entries:
+                self._held.popitem(last=False)
+        return out
+
+    def _replay_own(self, key: Mapping[Scenario, tuple[str, str, Scenario]], mine: dict[Scenario, threading.Event],
+                    replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
+                    got: dict[Scenario, Replayed]) -> None:
+        """Replay ``mine`` (marked as running by this run, each with its event), hold each as it is
+        done, and whatever happens release them to the runs waiting for them."""
+        started = time.time()
+
+        def release(s: Scenario) -> None:  # under the lock; an entry another run made since is left alone
+            if self._running.get(key[s]) is mine[s]:
+                del self._running[key[s]]
+            mine[s].set()
+
+        def keep(s: Scenario, predictions: list[Prediction]) -> None:
+            got[s] = Replayed(predictions, started)
+            with self._lock:
+                self._held[key[s]] = got[s]
+                release(s)
+
+        try:
+            replay(list(mine), keep)
+        finally:
+            with self._lock:
+                for s in mine:
+                    release(s)
+        if lost := [s for s in mine if s not in got]:
+            raise RuntimeError(f"the replay returned without scenarios {lost}")
 
 
 @st.cache_resource(show_spinner="Opening the workspace (an empty one loads the bundled sample day first: "

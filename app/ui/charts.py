@@ -190,7 +190,7 @@ def compare_totals(fleets: Mapping[str, pd.DataFrame]) -> go.Figure:
 def load_response(axis: Mapping[str, pd.DataFrame | tuple], path: str) -> go.Figure:
     """The empirical load–response curve (band between the isotonic fits of the per-window interval
     ends; a marker per observed window load) and its readings at each N', beside the capacity model's
-    predictions on the same load axis (``app.ui.model.load_axis``)."""
+    predictions on the same load axis (``app.ui.capacity_model.load_axis``)."""
     curve, model, read = axis["curve"], axis["model"], axis["readings"]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=curve["load"], y=100 * curve["share_high"], name="curve (fit of high ends)",

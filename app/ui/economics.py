@@ -3,12 +3,8 @@ the priced decision document as the page shows it (verdict, break-even lines, ta
 
 from __future__ import annotations
 
-import copy
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
@@ -16,7 +12,6 @@ from app.economics.decide import policy_file
 from app.economics.decide.inputs import ANY_PATH, ScenarioInputs, parse_multipliers, parse_replicas
 from app.economics.decide.money import Prices
 from app.economics.model.capacity import Assumptions
-from app.economics.predict.scenarios import Prediction, Scenario
 from app.escape import md
 from app.promise.shares import Promise
 from app.ui.session import Settings
@@ -63,98 +58,6 @@ def default_datasets(frame: pd.DataFrame) -> list[int]:
 
 
 MAX_SCENARIOS = 200  # a form that asks for more is refused
-
-
-class Replayed(NamedTuple):
-    """A scenario's predictions and when they were computed (Unix time): older than the click = cached."""
-
-    predictions: list[Prediction]
-    computed_at: float  # when the replay call that computed it started
-
-
-class ReplayStore:
-    """The replayed scenarios of this server process, per (workspace, replay key, scenario), the least
-    recently used dropped past ``max_entries``. A run replays only the scenarios it does not hold, all
-    of them in one executor call: the runs of every N' at one (traffic, context, seed) share one
-    synthesized request set on one worker, and the cores stay busy to the last run (one call per
-    scenario made each synthesize its set again and left a core idle whenever a scenario had a
-    single run). A scenario another session is replaying is waited for, not replayed again beside it
-    (two sessions of a team's dashboard that ask at once would each get half the cores). Prices are
-    not in the key: pricing is arithmetic on the predictions."""
-
-    WAIT_POLL_S = 0.5  # how often a run waiting for another's scenarios reports (Streamlit stops it there)
-
-    def __init__(self, max_entries: int = 512) -> None:
-        self.max_entries = max_entries
-        self._held: OrderedDict[tuple[str, str, Scenario], Replayed] = OrderedDict()
-        self._running: dict[tuple[str, str, Scenario], threading.Event] = {}
-        self._lock = threading.Lock()
-
-    def replayed(self, db: str, replay_key: str, grid: Sequence[Scenario],
-                 replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
-                 on_wait: Callable[[int], None] | None = None) -> list[Replayed]:
-        """Each scenario of ``grid`` (in its order). ``replay(missing, keep)`` is called for those
-        neither held nor being replayed by another run, and calls ``keep(scenario, predictions)`` as
-        each is done: a replay stopped part-way (an exception, or Streamlit stopping the script) keeps
-        what it finished. Those another run is replaying are waited for (``on_wait(how many)`` every
-        ``WAIT_POLL_S``); any it did not finish are then replayed here. The predictions returned are
-        copies (a caller may change its own)."""
-        wanted = [(int(n), float(g), float(m)) for n, g, m in grid]
-        key = {s: (db, replay_key, s) for s in wanted}
-        got: dict[Scenario, Replayed] = {}
-        while True:
-            with self._lock:
-                for s in wanted:
-                    if s not in got and key[s] in self._held:
-                        got[s] = self._held[key[s]]
-                todo = [s for s in dict.fromkeys(wanted) if s not in got]
-                theirs = [self._running[key[s]] for s in todo if key[s] in self._running]
-                mine = {s: threading.Event() for s in todo if key[s] not in self._running}
-                for s, running in mine.items():
-                    self._running[key[s]] = running
-            if mine:
-                self._replay_own(key, mine, replay, got)
-            if not theirs:
-                break
-            while not all(e.wait(self.WAIT_POLL_S) for e in theirs):
-                if on_wait is not None:
-                    on_wait(sum(not e.is_set() for e in theirs))
-        with self._lock:
-            out = []
-            for s in wanted:
-                if key[s] in self._held:
-                    self._held.move_to_end(key[s])
-                out.append(got[s]._replace(predictions=copy.deepcopy(got[s].predictions)))
-            while len(self._held) > self.max_entries:
-                self._held.popitem(last=False)
-        return out
-
-    def _replay_own(self, key: Mapping[Scenario, tuple[str, str, Scenario]], mine: dict[Scenario, threading.Event],
-                    replay: Callable[[list[Scenario], Callable[[Scenario, list[Prediction]], None]], Any],
-                    got: dict[Scenario, Replayed]) -> None:
-        """Replay ``mine`` (marked as running by this run, each with its event), hold each as it is
-        done, and whatever happens release them to the runs waiting for them."""
-        started = time.time()
-
-        def release(s: Scenario) -> None:  # under the lock; an entry another run made since is left alone
-            if self._running.get(key[s]) is mine[s]:
-                del self._running[key[s]]
-            mine[s].set()
-
-        def keep(s: Scenario, predictions: list[Prediction]) -> None:
-            got[s] = Replayed(predictions, started)
-            with self._lock:
-                self._held[key[s]] = got[s]
-                release(s)
-
-        try:
-            replay(list(mine), keep)
-        finally:
-            with self._lock:
-                for s in mine:
-                    release(s)
-        if lost := [s for s in mine if s not in got]:
-            raise RuntimeError(f"the replay returned without scenarios {lost}")
 
 
 class ReplayProgress:

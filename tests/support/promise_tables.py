@@ -6,7 +6,7 @@ queries leaves them exactly as they were, and to time ``promise.evaluate`` there
     python -m tests.support.promise_tables compare BEFORE.pkl AFTER.pkl
     python -m tests.support.promise_tables time --runs 15
 
-The cube is the one ``headroom bench --only interaction`` builds (``app.bench.data.cube_rows``),
+The cube is the one ``headroom bench --only interaction`` builds (``app.bench.generate.cube_rows``),
 written once to ``--db`` and reused. ``dump`` evaluates a fixed list of promise sets (the bench's
 first changes, every signal with a lower target, per-path promises without failed requests) and
 keeps each set's ``evaluate`` tables and ``shares`` over the range and by window; ``compare``
@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from app.bench import data
+from app.bench import generate
 from app.bench.suites import WINDOW_S
 from app.cube import store_rows
 from app.promise import shares as pm
@@ -40,7 +40,7 @@ DEFAULT_DB = Path("/tmp/headroom-promise-tables.duckdb")
 def workspace(db: Path) -> Workspace:
     """The bench's interaction workspace at ``db`` (built on first use: about a minute)."""
     if not db.exists():
-        table = data.cube_rows(30, 10, WINDOW_S)
+        table = generate.cube_rows(30, 10, WINDOW_S)
         ws = Workspace(str(db))
         ws.con.register("bench_cube", table)
         store_rows(ws.con, 1, "bench_cube", WINDOW_S)
@@ -59,7 +59,7 @@ def promise_sets() -> list[tuple[list[pm.Promise], bool]]:
     sets = [([pm.Promise(ttft_s=0.25 + 0.05 * i, tpot_s=0.04 + 0.002 * i, target=0.99)], True) for i in range(4)]
     sets.append(([pm.Promise(ttft_s=0.3, tpot_s=0.05, e2e_s=8.0, queue_s=0.1, target=0.95)], True))
     sets.append(([pm.Promise(path=p, ttft_s=0.2 + 0.1 * k, tpot_s=0.03, target=0.999)
-                  for k, p in enumerate(data.PATHS[:3])], False))
+                  for k, p in enumerate(generate.PATHS[:3])], False))
     return sets
 
 
