@@ -3,12 +3,11 @@
     python -m app.bench.realengine suite --workdir DIR [--only NAME,...] [--out FILE.json]
     python -m app.bench.realengine run NAME --workdir DIR
     python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
-    python -m app.bench.realengine page --from FILE.json [--out FILE.md]
 
 ``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
 yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
 scrapes before and after), then fits Headroom on the observed run and writes the JSON the docs page
-is rendered from (``page``). Needs the ``engine`` extra
+is rendered from (``python -m app.docgen accuracy-real-engine``). Needs the ``engine`` extra
 (``pip install -e '.[engine]'``), Debian's ``prometheus`` and ``libtcmalloc-minimal4``, and one core
 per replica.
 """
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 from app.bench.realengine import fleet as fl
-from app.bench.realengine import report, suite
+from app.bench.realengine import suite
 
 
 def _say(msg: str) -> None:
@@ -55,9 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.bench.realengine", description=__doc__.splitlines()[0],
                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    page = sub.add_parser("page", help="the docs page from the suite's JSON")
-    page.add_argument("--from", dest="source", type=Path, required=True)
-    page.add_argument("--out", type=Path)
     for name in ("suite", "run", "evaluate"):
         q = sub.add_parser(name)
         q.add_argument("--workdir", type=Path, required=True)
@@ -68,13 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         if name != "run":
             q.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    if args.command == "page":
-        text = report.markdown(json.loads(args.source.read_text()))
-        if args.out:
-            args.out.write_text(text)
-        else:
-            sys.stdout.write(text)
-        return 0
     # a SIGTERM unwinds like an exception, so that the replicas and Prometheus are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.workdir.mkdir(parents=True, exist_ok=True)

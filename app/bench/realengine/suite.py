@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app import provenance
 from app.bench.realengine import compare as cp
 from app.bench.realengine import fleet as fl
-from app.bench.realengine.run import RunSpec, commit, machine, run
+from app.bench.realengine.run import RunSpec, run
 from app.bench.realengine.trace import TraceSpec
 from app.economics import scenarios as sc
 
 OBSERVED = (1, 1.0, 1.0)
+COMMAND = "python -m app.bench.realengine suite --workdir DIR --out docs/data/real-engine.json"
 # name -> (replicas, traffic, context, repeat)
 SCENARIOS: dict[str, tuple[int, float, float, int]] = {
     "n1-x1.0": (1, 1.0, 1.0, 0), "n1-x1.0-r2": (1, 1.0, 1.0, 1),
@@ -96,9 +97,7 @@ def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.T
                                 "observed_truth": truths[OBSERVED], "noise": noise,
                                 "calibration": {k: v for k, v in analysis.calibration.items() if k != "rounds"}})
     out["evaluate_s"] = time.perf_counter() - t0
-    out["generated"] = datetime.now(UTC).isoformat(timespec="seconds")
-    out["commit"] = commit()
-    out["machine"] = machine()
+    out["provenance"] = provenance.record(COMMAND)
     return out
 
 
