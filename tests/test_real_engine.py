@@ -122,3 +122,65 @@ def test_a_remedy_is_read_off_where_the_share_crosses_the_observed() -> None:
     assert 1.15 < scenarios._crossing(points, 0.05) < 1.5
     # a share the parameter does not move is not closed by it
     assert scenarios._crossing([(0.85, 0.02), (1.0, 0.02), (1.15, 0.02)], 0.03) is None
+
+
+# -- the fit on a real engine's export (a run of this harness, committed with its provenance) ---------------
+OBSERVED = FIXTURES / "observed"
+REPEAT = FIXTURES / "observed-repeat"
+
+
+@pytest.fixture(scope="module")
+def real_fit() -> tuple:
+    from app.bench.realengine import compare, suite
+
+    th = compare.THRESHOLDS[0]
+    return compare.fit(OBSERVED, th, "chat", suite.GIVEN, seeds=2), compare.truth_of([OBSERVED, REPEAT], th)
+
+
+def test_the_fit_reads_the_real_engines_step_law(real_fit: tuple) -> None:
+    """From the export alone, against the engine's own per-step log of the same run."""
+    analysis, _ = real_fit
+    m = analysis.model
+    log = json.loads((OBSERVED / "run.json").read_text())["step_truth"]
+    assert m.step_per_prefill_token_s * m.assumptions.prefill_scale * 1e3 == pytest.approx(
+        log["per_prefill_token_ms"], rel=0.10)
+    assert m.step_per_prefill_pair_s == 0.0  # the pair term did not take the per-token cost's place
+    # the decode part at the observed mean batch, within 15 % of the engine's
+    batch = analysis.fleet_residual["running_mean_observed"]
+    fitted = m.step_time(batch) * 1e3
+    assert fitted == pytest.approx(log["base_ms"] + log["per_seq_ms"] * batch, rel=0.15)
+    assert (m.max_num_batched_tokens, m.sources["max_num_batched_tokens"].kind) == (512, "given")
+
+
+def test_the_twin_reproduces_the_real_engine_at_the_observed_n(real_fit: tuple) -> None:
+    """The goal at the observed N: the residual within the truth's own noise (two runs of the same
+    trace on the engine) plus 10 % of the share."""
+    analysis, truth = real_fit
+    err = analysis.model_error["chat"]
+    for metric in ("ttft", "tpot"):
+        runs = truth[f"{metric}_runs"]
+        allowed = (max(runs) - min(runs)) + 0.10 * err[f"{metric}_observed"]
+        assert abs(err[f"{metric}_predicted"] - err[f"{metric}_observed"]) <= allowed, (metric, err, runs)
+    assert not [f for f in analysis.flags if "does not reproduce" in f.message]
+
+
+def test_without_launch_flags_the_budget_is_not_read_from_v1_iterations() -> None:
+    """vLLM 0.32's iteration_tokens_total counts a prompt whole where its prefill ends: on this run its
+    largest iterations exceed the 512-token budget the engine ran, and the fit says so."""
+    from app.bench.realengine import compare
+
+    analysis = compare.fit(OBSERVED, compare.THRESHOLDS[0], "chat", {}, seeds=1)
+    src = analysis.model.sources["max_num_batched_tokens"]
+    assert src.kind == "assumed" and "whole in the iteration its prefill ends" in src.detail
+
+
+def test_the_promtool_dump_of_the_same_run_gives_the_same_fit(real_fit: tuple) -> None:
+    """The run's TSDB as `promtool tsdb dump` wrote it (raw samples, milliseconds) against its
+    query_range export (a 5 s step): the same engine read the same."""
+    from app.bench.realengine import compare, suite
+
+    analysis, _ = real_fit
+    dumped = compare.fit(OBSERVED, compare.THRESHOLDS[0], "chat", suite.GIVEN, export="dump", seeds=2)
+    assert dumped.observed.requests == analysis.observed.requests
+    assert dumped.observed.ttft == analysis.observed.ttft and dumped.observed.tpot == analysis.observed.tpot
+    assert dumped.model.step_per_prefill_token_s == pytest.approx(analysis.model.step_per_prefill_token_s, rel=0.02)
