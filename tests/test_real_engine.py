@@ -184,3 +184,118 @@ def test_the_promtool_dump_of_the_same_run_gives_the_same_fit(real_fit: tuple) -
     assert dumped.observed.requests == analysis.observed.requests
     assert dumped.observed.ttft == analysis.observed.ttft and dumped.observed.tpot == analysis.observed.tpot
     assert dumped.model.step_per_prefill_token_s == pytest.approx(analysis.model.step_per_prefill_token_s, rel=0.02)
+
+
+# -- the driver against a fake streaming server --------------------------------------------------------------
+class _FakeVllm:
+    """Two replicas answering ``/v1/completions`` as vLLM streams it: one chunk per token, each with its
+    ``token_ids`` when asked; each token id is the prompt's length plus its position (so a follow-up's
+    prompt shows which answer it carried). Keeps every prompt it received, per replica."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[tuple[list[int], dict]]] = [[], []]
+
+    def app(self, replica: int):
+        import asyncio
+
+        from aiohttp import web
+
+        async def completions(request):
+            body = await request.json()
+            self.prompts[replica].append((body["prompt"], body))
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            n = len(body["prompt"])
+            for i in range(body["max_tokens"]):
+                await asyncio.sleep(0.02)  # a step per token: the requests overlap
+                choice = {"index": 0, "text": "x"}
+                if body.get("return_token_ids"):
+                    choice["token_ids"] = [n + i]
+                await resp.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+            usage = {"prompt_tokens": n, "completion_tokens": body["max_tokens"]}
+            await resp.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+
+        a = web.Application()
+        a.router.add_post("/v1/completions", completions)
+        return a
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "sticky"])
+def test_the_driver_sends_conversations_with_their_answers(router: str, tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp", reason="the driver's HTTP client (the test extra installs it)")
+    import asyncio
+
+    from aiohttp import web
+
+    from app.bench.realengine import driver
+
+    fake = _FakeVllm()
+    spec = trace.TraceSpec(conversations=trace.Conversations(system_tokens=5))
+    rows = [{"arrival_s": 0.0, "prompt_tokens": 3, "output_tokens": 2, "seed": 11,
+             "followups": [[0.05, 4, 2], [0.05, 2, 1]]},
+            {"arrival_s": 0.01, "prompt_tokens": 6, "output_tokens": 1, "seed": 12}]
+
+    async def go() -> dict:
+        runners, urls = [], []
+        for k in range(2):
+            runner = web.AppRunner(fake.app(k))
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            urls.append(f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}")
+        try:
+            return await driver.drive(rows, urls, "m", spec, tmp_path / "out.jsonl", router=router,
+                                      max_model_len=30)
+        finally:
+            for r in runners:
+                await r.cleanup()
+
+    summary = asyncio.run(go())
+    recs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert summary["requests"] == 4 and summary["errors"] == 0 and summary["ended_early"] == 0
+    by = {(r["conversation"], r["turn"]): r for r in recs}
+    system = spec.system_ids()
+    first = system + trace.prompt_ids(11, 3, spec)
+    # turn 2 resends turn 1's prompt, its answer's token ids (8, 9: the fake's), then a new message
+    second = first + [8, 9] + trace.prompt_ids(11 * 31 + 1, 4, spec)
+    third = second + [len(second), len(second) + 1] + trace.prompt_ids(11 * 31 + 2, 2, spec)
+    sent = {tuple(p) for replica in fake.prompts for p, _ in replica}
+    assert {tuple(first), tuple(second), tuple(third)} <= sent
+    assert [by[(0, t)]["prompt_tokens"] for t in range(3)] == [8, 14, 18]
+    # a follow-up is sent after the answer before it, plus its think time
+    assert by[(0, 1)]["sent_unix"] >= by[(0, 0)]["finish_unix"] + 0.05
+    if router == "sticky":
+        assert by[(0, 1)]["replica"] == by[(0, 2)]["replica"] == by[(0, 0)]["replica"]
+    # the second conversation started while the first was in flight: the least loaded replica
+    assert by[(1, 0)]["replica"] != by[(0, 0)]["replica"]
+    assert all(b.get("return_token_ids") for replica in fake.prompts for p, b in replica if len(p) in (8, 14, 18))
+
+
+def test_a_conversation_that_outgrows_the_model_ends(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp", reason="the driver's HTTP client (the test extra installs it)")
+    import asyncio
+
+    from aiohttp import web
+
+    from app.bench.realengine import driver
+
+    fake = _FakeVllm()
+    spec = trace.TraceSpec()
+    rows = [{"arrival_s": 0.0, "prompt_tokens": 10, "output_tokens": 5, "seed": 1, "followups": [[0.0, 10, 5]]}]
+
+    async def go() -> dict:
+        runner = web.AppRunner(fake.app(0))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+            return await driver.drive(rows, [url], "m", spec, tmp_path / "out.jsonl", max_model_len=24)
+        finally:
+            await runner.cleanup()
+
+    # 10 + 5 + 10 tokens and 5 to answer do not fit 24: the second turn is not sent
+    assert asyncio.run(go())["ended_early"] == 1 and len(fake.prompts[0]) == 1

@@ -108,6 +108,7 @@ class RunSpec:
     trace: TraceSpec = field(default_factory=TraceSpec)
     flags: fl.EngineFlags = field(default_factory=fl.EngineFlags)
     repeat: int = 0  # a repeat of the same scenario (the truth's own noise)
+    router: str = "least_outstanding"  # the driver's: or "sticky" (a conversation stays on its replica)
 
     def as_json(self) -> dict:
         d = asdict(self)
@@ -171,7 +172,8 @@ def _run(spec: RunSpec, model_dir: Path, out: Path, say, meta: dict, replica_cor
         start = time.time() + 1.0
         argv = [sys.executable, "-m", "app.bench.realengine.driver", str(out / "trace.jsonl"),
                 str(out / "requests.jsonl"), "--model", spec.flags.served_model_name, "--spec",
-                str(out / "spec.json"), "--start-at", f"{start:.6f}"]
+                str(out / "spec.json"), "--start-at", f"{start:.6f}", "--router", spec.router,
+                "--max-model-len", str(spec.flags.max_model_len)]
         for r in fleet.replicas:
             argv += ["--url", r.url]
         if helper_core is not None:
