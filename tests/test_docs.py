@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.docgen import accuracy, bench, cli_reference
+from app.docgen import accuracy, bench, cli_reference, real_engine
 from tests.conftest import IN_CI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,6 +199,7 @@ def test_the_cli_reference_is_the_parsers() -> None:
     ("benchmarks.md", "bench.json", bench.page),
     ("accuracy.md", "accuracy.json", accuracy.page),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
+    ("accuracy-real-engine.md", "real-engine.json", real_engine.page),
 ])
 def test_a_results_page_is_its_json_rendered(page: str, source: str, render: object) -> None:
     doc = json.loads((DOCS / "data" / source).read_text())

@@ -3,12 +3,12 @@
     python -m app.bench.realengine suite --workdir DIR [--only NAME,...] [--out FILE.json]
     python -m app.bench.realengine run NAME --workdir DIR
     python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
-    python -m app.bench.realengine page --from FILE.json [--out FILE.md]
+    python -m app.bench.realengine fixture RUN_DIR OUT_DIR
 
 ``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
 yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
 scrapes before and after), then fits Headroom on the observed run and writes the JSON the docs page
-is rendered from (``page``). Needs the ``engine`` extra
+is rendered from (``python -m app.docgen accuracy-real-engine``). Needs the ``engine`` extra
 (``pip install -e '.[engine]'``), Debian's ``prometheus`` and ``libtcmalloc-minimal4``, and one core
 per replica.
 """
@@ -16,15 +16,17 @@ per replica.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from app.bench.realengine import compare, suite, truth
 from app.bench.realengine import fleet as fl
-from app.bench.realengine import report, suite
 
 
 def _say(msg: str) -> None:
@@ -51,13 +53,27 @@ def _evaluate(workdir: Path, out: Path | None) -> int:
     return 0
 
 
+def _fixture(run_dir: Path, out: Path) -> int:
+    """What a test needs of a run, small enough to commit: its query_range export and per-request
+    summary gzip-compressed, and its run.json (what ran, where, when) with the engine's step law."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (run_dir / "export.json").open("rb") as src, gzip.open(out / "export.json.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    truth.write_csv(truth.read(run_dir / "requests.jsonl"), out / "requests.csv.gz")
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["step_truth"] = compare.step_truth(run_dir)
+    (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+    _say(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.bench.realengine", description=__doc__.splitlines()[0],
                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    page = sub.add_parser("page", help="the docs page from the suite's JSON")
-    page.add_argument("--from", dest="source", type=Path, required=True)
-    page.add_argument("--out", type=Path)
+    fix = sub.add_parser("fixture", help="a run's export and per-request summary, to commit as a test fixture")
+    fix.add_argument("run_dir", type=Path)
+    fix.add_argument("out_dir", type=Path)
     for name in ("suite", "run", "evaluate"):
         q = sub.add_parser(name)
         q.add_argument("--workdir", type=Path, required=True)
@@ -68,13 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         if name != "run":
             q.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    if args.command == "page":
-        text = report.markdown(json.loads(args.source.read_text()))
-        if args.out:
-            args.out.write_text(text)
-        else:
-            sys.stdout.write(text)
-        return 0
+    if args.command == "fixture":
+        return _fixture(args.run_dir, args.out_dir)
     # a SIGTERM unwinds like an exception, so that the replicas and Prometheus are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.workdir.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,17 @@ class Threshold:
 THRESHOLDS = (Threshold(1.0, 0.05), Threshold(2.5, 0.075), Threshold(5.0, 0.1))
 
 
+def export_file(run_dir: Path, export: str) -> Path:
+    """A run's export of this kind: as the run wrote it, or gzip-compressed as a fixture keeps it."""
+    path = run_dir / EXPORTS[export]
+    return path if path.exists() else path.with_name(path.name + ".gz")
+
+
+def requests_file(run_dir: Path) -> Path:
+    path = run_dir / "requests.jsonl"
+    return path if path.exists() else run_dir / "requests.csv.gz"
+
+
 def run_meta(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "run.json").read_text())
 
@@ -58,9 +69,9 @@ def fit(run_dir: Path, threshold: Threshold, path: str, given: dict[str, Any], e
         seeds: int = 3, progress: Callable[[str], None] | None = None) -> sc.Analysis:
     """The economics fitted on the observed run's export alone (and ``given`` launch flags)."""
     with Workspace(":memory:") as ws:
-        report = load.load_file(ws, run_dir / EXPORTS[export])
+        report = load.load_file(ws, export_file(run_dir, export))
         if report.status != "loaded":
-            raise RuntimeError(f"{run_dir / EXPORTS[export]} did not load: {report.errors}")
+            raise RuntimeError(f"{export_file(run_dir, export)} did not load: {report.errors}")
         promise = Promise(path=path, ttft_s=threshold.ttft_s, tpot_s=threshold.tpot_s)
         return sc.analyse(ws, [report.dataset_id], [promise], ["model_name"], Assumptions(**given),
                           observed_replicas=scenario_of(run_dir)[0], seeds=seeds, progress=progress)
@@ -68,7 +79,7 @@ def fit(run_dir: Path, threshold: Threshold, path: str, given: dict[str, Any], e
 
 def truth_of(runs: Sequence[Path], threshold: Threshold) -> dict[str, Any]:
     """The measured shares of a scenario: the mean over its runs, and their spread (max - min)."""
-    per_run = [tr.shares(tr.read(r / "requests.jsonl"), threshold.ttft_s, threshold.tpot_s) for r in runs]
+    per_run = [tr.shares(tr.read(requests_file(r)), threshold.ttft_s, threshold.tpot_s) for r in runs]
     out: dict[str, Any] = {"runs": len(per_run), "requests": float(np.mean([s["requests"] for s in per_run]))}
     for m in METRICS:
         values = [s[m] for s in per_run]

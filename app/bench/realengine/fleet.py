@@ -259,6 +259,13 @@ def export_query_range(prom: Prometheus, start: float, end: float, step_s: int, 
     return path
 
 
+def capture_metrics(url: str, path: Path) -> Path:
+    """A replica's ``/metrics`` as ``curl`` saves it."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        path.write_bytes(resp.read())
+    return path
+
+
 def export_tsdb_dump(data: Path, start: float, end: float, path: Path) -> Path:
     """``promtool tsdb dump`` of the ``vllm:`` series (Prometheus stopped: its WAL is read too)."""
     argv = ["promtool", "tsdb", "dump", f"--min-time={int(start * 1000)}", f"--max-time={int(end * 1000)}",

@@ -24,7 +24,10 @@ from app.bench.realengine import fleet as fl
 from app.bench.realengine.trace import TraceSpec, generate
 
 SETTLE_S = 12.0  # scrapes before the first request and after the last: the export's baselines
-QUIET_LOAD = 0.5  # the 1-minute load average a run waits for before it starts (beside its own)
+# a run waits until the cores it will hold are idle (busy below this share over QUIET_SAMPLE_S): work
+# pinned to a core the run leaves free slowed a replica's steps by 1-3 %, work on its own core halved it
+QUIET_BUSY = 0.15
+QUIET_SAMPLE_S = 10.0
 QUIET_WAIT_S = 3600.0
 # while a run goes on this file says which cores it holds ("all" or "one"), so that other jobs on the
 # machine can hold their heavy work (two replicas take every core; one leaves a core to share)
@@ -76,16 +79,22 @@ class LoadMonitor:
                 "load1_max": round(max(s["load1"] for s in self.samples), 2), "samples": len(self.samples)}
 
 
-def wait_for_quiet(say=lambda _m: None, load: float = QUIET_LOAD, timeout_s: float = QUIET_WAIT_S) -> float:
-    """Wait until the 1-minute load average is below ``load`` (another job's tests or builds would slow
-    the replicas: the truth would be that job's, not the engine's); the seconds waited."""
+def wait_for_quiet(cores: list[int], say=lambda _m: None, timeout_s: float = QUIET_WAIT_S) -> float:
+    """Wait until each of ``cores`` is idle (busy below ``QUIET_BUSY`` over ``QUIET_SAMPLE_S``): another
+    job's tests or builds there would slow the replicas, and the truth would be that job's, not the
+    engine's. The seconds waited."""
     t0 = time.monotonic()
     told = False
-    while os.getloadavg()[0] >= load and time.monotonic() - t0 < timeout_s:
+    while time.monotonic() - t0 < timeout_s:
+        before = _cpu_times()
+        time.sleep(QUIET_SAMPLE_S)
+        after = _cpu_times()
+        busy = [(after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1) for c in cores]
+        if max(busy) < QUIET_BUSY:
+            break
         if not told:
-            say(f"waiting for a quiet machine (load average {os.getloadavg()[0]:.1f}, below {load} wanted)")
+            say(f"waiting for idle cores {cores} (busy {', '.join(f'{100 * b:.0f} %' for b in busy)})")
             told = True
-        time.sleep(15)
     return time.monotonic() - t0
 
 
@@ -99,6 +108,7 @@ class RunSpec:
     trace: TraceSpec = field(default_factory=TraceSpec)
     flags: fl.EngineFlags = field(default_factory=fl.EngineFlags)
     repeat: int = 0  # a repeat of the same scenario (the truth's own noise)
+    router: str = "least_outstanding"  # the driver's: or "sticky" (a conversation stays on its replica)
 
     def as_json(self) -> dict:
         d = asdict(self)
@@ -142,7 +152,7 @@ def run(spec: RunSpec, model_dir: Path, out: Path, say=lambda _m: None) -> Path:
         f"replica(s) on cores {replica_cores}")
     meta = {"spec": spec.as_json(), "machine": machine(), "commit": commit(), "vllm": fl.VLLM_VERSION,
             "cores": {"replicas": replica_cores, "driver_and_prometheus": helper_core}}
-    meta["waited_for_quiet_s"] = round(wait_for_quiet(say), 1)
+    meta["waited_for_quiet_s"] = round(wait_for_quiet(replica_cores, say), 1)
     BUSY_FILE.write_text(f"{'one' if helper_core is not None else 'all'} {spec.name}\n")
     try:
         return _run(spec, model_dir, out, say, meta, replica_cores, helper_core)
@@ -162,7 +172,8 @@ def _run(spec: RunSpec, model_dir: Path, out: Path, say, meta: dict, replica_cor
         start = time.time() + 1.0
         argv = [sys.executable, "-m", "app.bench.realengine.driver", str(out / "trace.jsonl"),
                 str(out / "requests.jsonl"), "--model", spec.flags.served_model_name, "--spec",
-                str(out / "spec.json"), "--start-at", f"{start:.6f}"]
+                str(out / "spec.json"), "--start-at", f"{start:.6f}", "--router", spec.router,
+                "--max-model-len", str(spec.flags.max_model_len)]
         for r in fleet.replicas:
             argv += ["--url", r.url]
         if helper_core is not None:
@@ -177,6 +188,8 @@ def _run(spec: RunSpec, model_dir: Path, out: Path, say, meta: dict, replica_cor
         end = time.time()
         meta["window_unix"] = [start - SETTLE_S, end]
         fl.export_query_range(prom, start - SETTLE_S, end, spec.scrape_s, out / "export.json")
+        for r in fleet.replicas:  # each replica's /metrics at the end: a capture of the engine's families
+            fl.capture_metrics(r.url, out / f"metrics-{r.core}.prom")
     finally:
         if prom is not None:
             prom.stop()

@@ -27,6 +27,24 @@ class Burst:
 
 
 @dataclass(frozen=True)
+class Conversations:
+    """What a path's requests share, so that vLLM's prefix cache has something to hit: a system prompt
+    every request starts with, and conversations whose every turn resends the turns before it (and
+    the answers the engine gave) before its new message. The defaults share nothing (one turn, no
+    system prompt)."""
+
+    system_tokens: int = 0
+    turns_mean: float = 1.0  # turns per conversation: 1 + a geometric number of follow-ups
+    think_s_mean: float = 8.0  # from an answer's last token to the next turn (exponential)
+    followup_median: float = 80.0  # tokens of a follow-up message (lognormal)
+    followup_sigma: float = 0.6
+
+    @property
+    def shares(self) -> bool:
+        return self.system_tokens > 0 or self.turns_mean > 1.0
+
+
+@dataclass(frozen=True)
 class TraceSpec:
     """One path's traffic: rate (requests/s) = ``rate`` x (1 + ``sine_amplitude`` sin(2 pi t /
     ``sine_period_s``)) x the burst factor; prompt and output lengths lognormal around their medians,
@@ -48,6 +66,7 @@ class TraceSpec:
     vocab: int = 8192
     first_id: int = 3  # ids below are the special tokens
     seed: int = 7
+    conversations: Conversations = field(default_factory=Conversations)
 
     def rate_at(self, t: np.ndarray) -> np.ndarray:
         r = self.rate * (1.0 + self.sine_amplitude * np.sin(2 * math.pi * t / self.sine_period_s))
@@ -62,7 +81,12 @@ class TraceSpec:
     def from_json(cls, d: dict) -> TraceSpec:
         d = dict(d)
         d["bursts"] = tuple(Burst(**b) for b in d.get("bursts", ()))
+        d["conversations"] = Conversations(**d.get("conversations", {}))
         return cls(**d)
+
+    def system_ids(self) -> list[int]:
+        """The system prompt's token ids (the same for every request of the path)."""
+        return prompt_ids(self.seed * 1_000_003 + 1, self.conversations.system_tokens, self)
 
 
 @dataclass
@@ -78,16 +102,22 @@ class Trace:
     traffic: float = 1.0
     context: float = 1.0
     notes: list[str] = field(default_factory=list)
+    # per conversation, its follow-up turns: (think s, message tokens, output tokens) each
+    followups: list[list[tuple[float, int, int]]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
 
     def write_jsonl(self, path: Path) -> Path:
+        """One line per conversation (a single request when it has no follow-up turns)."""
         with path.open("w") as f:
-            for a, p, o, s in zip(self.arrival_s, self.prompt_tokens, self.output_tokens, self.request_seed,
-                                  strict=True):
-                f.write(json.dumps({"arrival_s": round(float(a), 6), "prompt_tokens": int(p),
-                                    "output_tokens": int(o), "seed": int(s)}) + "\n")
+            for k, (a, p, o, s) in enumerate(zip(self.arrival_s, self.prompt_tokens, self.output_tokens,
+                                                 self.request_seed, strict=True)):
+                row = {"arrival_s": round(float(a), 6), "prompt_tokens": int(p), "output_tokens": int(o),
+                       "seed": int(s)}
+                if self.followups and self.followups[k]:
+                    row["followups"] = [[round(t, 3), int(m), int(n)] for t, m, n in self.followups[k]]
+                f.write(json.dumps(row) + "\n")
         return path
 
 
@@ -117,8 +147,24 @@ def generate(spec: TraceSpec, traffic: float = 1.0, context: float = 1.0, max_mo
         prompt = np.maximum(np.rint(prompt * context), 1).astype(np.int64)
     if max_model_len is not None:
         prompt = np.maximum(np.minimum(prompt, max_model_len - output[keep]), 1)
-    return Trace(arrival_s=t[keep], prompt_tokens=prompt, output_tokens=output[keep], request_seed=seeds[keep],
-                 spec=spec, traffic=traffic, context=context)
+    trace = Trace(arrival_s=t[keep], prompt_tokens=prompt, output_tokens=output[keep], request_seed=seeds[keep],
+                  spec=spec, traffic=traffic, context=context)
+    if spec.conversations.turns_mean > 1.0:
+        # a stream of its own, so that the single-turn draws above stay those of a trace without turns;
+        # drawn for every candidate and thinned alike (coupled across traffic multipliers)
+        c = spec.conversations
+        crng = np.random.default_rng([spec.seed, 1])
+        follow = crng.geometric(1.0 / c.turns_mean, n) - 1
+        think = [crng.exponential(c.think_s_mean, k) for k in follow]
+        message = [_lognormal(crng, k, c.followup_median, c.followup_sigma, 1, 4 * int(c.followup_median) + 1)
+                   for k in follow]
+        answer = [_lognormal(crng, k, spec.output_median, spec.output_sigma, spec.output_min, spec.output_max)
+                  for k in follow]
+        trace.followups = [
+            [(float(t_), int(max(np.rint(m_ * context), 1)), int(o_)) for t_, m_, o_ in zip(think[i], message[i],
+                                                                                               answer[i], strict=True)]
+            for i in np.flatnonzero(keep)]
+    return trace
 
 
 def prompt_ids(seed: int, length: int, spec: TraceSpec) -> list[int]:

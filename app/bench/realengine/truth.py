@@ -9,11 +9,15 @@ finishes inside it, so the two agree.
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+COLUMNS = ("sent_unix", "ttft_s", "tpot_s", "e2e_s", "prompt_tokens", "output_tokens", "failed", "replica")
 
 
 @dataclass
@@ -33,6 +37,10 @@ class Requests:
 
 
 def read(path: Path) -> Requests:
+    """The driver's records (``requests.jsonl``), or their summary as a fixture keeps it
+    (``requests.csv.gz``, :func:`write_csv`: no inter-token gaps)."""
+    if path.name.endswith(".csv.gz"):
+        return _read_csv(path)
     sent, ttft, tpot, e2e, out, prompt, failed, replica, gaps = [], [], [], [], [], [], [], [], []
     for line in path.read_text().splitlines():
         if not line:
@@ -67,3 +75,19 @@ def shares(req: Requests, ttft_s: float, tpot_s: float) -> dict[str, float]:
     n = max(len(req), 1)
     return {"requests": float(len(req)), "ttft": float(ttft_b.sum() / n), "tpot": float(tpot_b.sum() / n),
             "joint": float((ttft_b | tpot_b).sum() / n), "failed": float(req.failed.sum() / n)}
+
+
+def write_csv(req: Requests, path: Path) -> Path:
+    """One row per request (``COLUMNS``), gzip-compressed: what the shares need, small enough to commit."""
+    frame = pd.DataFrame({c: getattr(req, c) for c in COLUMNS})
+    with gzip.open(path, "wt") as f:
+        frame.to_csv(f, index=False, float_format="%.6f")
+    return path
+
+
+def _read_csv(path: Path) -> Requests:
+    f = pd.read_csv(path)
+    return Requests(sent_unix=f["sent_unix"].to_numpy(float), ttft_s=f["ttft_s"].to_numpy(float),
+                    tpot_s=f["tpot_s"].to_numpy(float), e2e_s=f["e2e_s"].to_numpy(float),
+                    output_tokens=f["output_tokens"].to_numpy(), prompt_tokens=f["prompt_tokens"].to_numpy(),
+                    failed=f["failed"].to_numpy(bool), replica=f["replica"].to_numpy(), gaps_s=np.zeros(0))

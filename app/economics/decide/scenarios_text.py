@@ -110,6 +110,16 @@ def capacity_model_markdown(doc: dict[str, Any]) -> list[str]:
                    f"({_ms(fleet.get('itl_mean_s_observed'))}).")
     for f in doc.get("flags", []):
         out.append(f"! flag ({md(f['path']) if f['path'] else 'every path'}): {f['message']}")
+    # a scenario's own flags (a backlog in its twin runs), once per scenario
+    shared = {f["message"] for f in doc.get("flags", [])}
+    seen: set[tuple[Any, ...]] = set()
+    for r in doc.get("scenarios", []):
+        for message in r.get("flags", []):
+            key = (r["replicas"], r["traffic"], r["context"], message)
+            if message in shared or message in r.get("extrapolation_reasons", []) or key in seen:
+                continue
+            seen.add(key)
+            out.append(f"! flag (N'={r['replicas']}, traffic x{r['traffic']:g}, context x{r['context']:g}): {message}")
     out.append("* extrapolated: the scenario leaves what the data supports; its interval includes a "
                "sensitivity envelope (KV capacity and step time +-15 %). ! flagged for a reason above.")
     return out

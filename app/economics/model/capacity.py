@@ -285,9 +285,10 @@ def _max_num_batched_tokens(evidence: EngineEvidence, a: Assumptions, running_ma
             return int(top), Source("fitted", f"iteration_tokens_total: the largest steps hold ({lower:g}, {top:g}] "
                                     "tokens; the budget is taken at the bucket's top")
         if math.isfinite(top):
+            longest = f"up to {prompts:g} tokens" if math.isfinite(prompts) else "in the open top bucket"
             why = (f"iteration_tokens_total's largest iterations hold ({lower:g}, {top:g}] tokens, which one whole "
-                   f"prompt (up to {prompts:g} tokens here) and the batch account for: vLLM V1 counts a prompt "
-                   "whole in the iteration its prefill ends, so these iterations are not steps of the budget")
+                   f"prompt (here {longest}) and the batch account for: vLLM V1 counts a prompt whole in the "
+                   "iteration its prefill ends, so these iterations are not steps of the budget")
     return DEFAULT_MAX_NUM_BATCHED_TOKENS, Source(
         "assumed", f"vLLM's default for an online server; pass --max-num-batched-tokens ({why})")
 

@@ -294,8 +294,8 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             gap = max(abs(off[k][0] - (off[k][1] or 0.0)) for k in beyond)
             metric = max(beyond, key=lambda k: err[k])
             say(f"looking for what would close the residual on {path}")
-            remedy = residual_remedy(model, demand, observed.replicas, thresholds, path, metric if metric != "joint"
-                                     else "tpot", off[metric][1], off[metric][0], seeds)
+            remedy = residual_remedy(model, demand, observed.replicas, thresholds, path, metric, off[metric][1],
+                                     off[metric][0], seeds)
             analysis.flags.append(Flag(
                 f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err['ttft_predicted']:.2f} % "
                 f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
