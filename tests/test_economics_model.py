@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,8 @@ import pytest
 from app.economics.decide import decision, money, saved
 from app.economics.model.capacity import Assumptions, EngineEvidence, Source, fit_model
 from app.economics.model.demand import LengthDistribution, _spread_gaps
-from app.economics.predict.scenarios import Analysis, Observed, Prediction
+from app.economics.predict.calibration import TwinView
+from app.economics.predict.scenarios import Analysis, Observed, Prediction, residuals
 from app.store import Workspace
 
 TRUE = {"a": 0.009, "b": 1.2e-4, "c": 5e-5, "d": 6e-8, "e": 1.3e-9}
@@ -191,6 +193,36 @@ def test_a_scrape_gap_spreads_its_first_tokens_back() -> None:
     observed = pd.Series([10.0, 12.0, 30.0, 11.0], index=grid[[0, 1, 4, 5]])
     counts, gaps = _spread_gaps(grid, observed)
     assert counts.tolist() == [10, 12, 10, 10, 10, 11] and gaps == 1
+
+
+def _view(ttft: float, tpot: float, joint: float, queue_s: float) -> TwinView:
+    return TwinView(itl_mean_s=0.02, prefill_mean_s=0.1, kv_by_window=np.zeros(1), kv_tokens_by_window=np.zeros(1),
+                    running_mean=8.0, running_peak=20.0, waiting_mean=0.5, queue_mean_s={"chat": queue_s},
+                    ttft_share={"chat": ttft}, tpot_share={"chat": tpot}, joint_share={"chat": joint}, dispersion=None)
+
+
+def test_the_residual_step_by_hand() -> None:
+    """Two seeds against the histograms: TTFT 5 % observed and 7 % / 9 % twin (mean 8 %: 60 % off, 3 pp
+    beyond the draw's noise of 2 sqrt(0.05 * 0.95 / 10000 + 0.0002 / 2) = 2.05 pp); TPOT 0.4 % observed
+    and 0.5 % twin, below the 1 % floor: 0.1 pp off is 10 % of the floor, within the noise; the twin's
+    joint 7.5 % inside the observed bounds [6, 9] %: no residual."""
+    obs = Observed(replicas=4, requests={"chat": 10_000.0}, ttft={"chat": 0.05}, tpot={"chat": 0.004},
+                   joint_low={"chat": 0.06}, joint_high={"chat": 0.09})
+    targets = SimpleNamespace(queue_mean_s={"chat": 0.2})
+    (path, r), = residuals(obs, targets, [_view(0.07, 0.005, 0.07, 0.1), _view(0.09, 0.005, 0.08, 0.3)]).items()
+    assert path == "chat"
+    assert (r.ttft_predicted, r.ttft_observed, r.ttft) == pytest.approx((0.08, 0.05, 0.6))
+    assert r.ttft_noise == pytest.approx(2 * math.sqrt(0.05 * 0.95 / 10_000 + 0.0002 / 2))
+    assert (r.tpot_predicted, r.tpot) == pytest.approx((0.005, 0.1))
+    assert r.tpot_noise == pytest.approx(2 * math.sqrt(0.004 * 0.996 / 10_000))  # the seeds agree: no spread
+    assert (r.joint, r.joint_predicted) == (0.0, pytest.approx(0.075))
+    assert (r.queue_mean_s_observed, r.queue_mean_s_predicted) == pytest.approx((0.2, 0.2))
+    assert not r.within_noise("ttft") and r.within_noise("tpot") and not r.within_noise("joint")
+    assert [r.of(m) for m in ("ttft", "tpot", "joint")] == pytest.approx([0.6, 0.1, 0.0])
+    # the JSON the scenarios document carries, with the keys it always had
+    assert list(r.as_json()) == ["ttft", "ttft_predicted", "ttft_observed", "ttft_noise", "tpot", "tpot_predicted",
+                                 "tpot_observed", "tpot_noise", "joint", "joint_predicted", "queue_mean_s_observed",
+                                 "queue_mean_s_predicted"]
 
 
 def _analysis(requests: dict[str, float], hours: float = 24.0) -> Analysis:

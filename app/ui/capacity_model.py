@@ -54,19 +54,19 @@ def model_error_table(analysis: Any) -> pd.DataFrame:
     residuals (relative above 1 %, in units of 0.1 pp below) and the mean queue time."""
     obs = analysis.observed
     rows = []
-    for path, err in analysis.model_error.items():
+    for path, err in analysis.residuals.items():
         rows.append({
             "path": path, "requests": obs.requests.get(path),
-            "observed TTFT %": pct(obs.ttft.get(path)), "twin TTFT %": pct(err.get("ttft_predicted")),
-            "observed TPOT %": pct(obs.tpot.get(path)), "twin TPOT %": pct(err.get("tpot_predicted")),
+            "observed TTFT %": pct(obs.ttft.get(path)), "twin TTFT %": pct(err.ttft_predicted),
+            "observed TPOT %": pct(obs.tpot.get(path)), "twin TPOT %": pct(err.tpot_predicted),
             "observed joint low %": pct(obs.joint_low.get(path)),
             "observed joint high %": pct(obs.joint_high.get(path)),
-            "twin joint %": pct(err.get("joint_predicted")),
-            "TTFT residual %": pct(err.get("ttft")), "TPOT residual %": pct(err.get("tpot")),
+            "twin joint %": pct(err.joint_predicted),
+            "TTFT residual %": pct(err.ttft), "TPOT residual %": pct(err.tpot),
             # how far the draw alone may move the twin's share from the observed (2 standard deviations)
-            "TTFT noise ± %": pct(err.get("ttft_noise")), "TPOT noise ± %": pct(err.get("tpot_noise")),
-            "observed queue ms": ms(err.get("queue_mean_s_observed")),
-            "twin queue ms": ms(err.get("queue_mean_s_predicted")),
+            "TTFT noise ± %": pct(err.ttft_noise), "TPOT noise ± %": pct(err.tpot_noise),
+            "observed queue ms": ms(err.queue_mean_s_observed),
+            "twin queue ms": ms(err.queue_mean_s_predicted),
             "flagged": any(f.path == path for f in analysis.flags),
         })
     return pd.DataFrame(rows)

@@ -124,8 +124,8 @@ def rows(analysis: sc.Analysis, predictions: Sequence[sc.Prediction], truths: di
 
 
 def residual_of(analysis: sc.Analysis) -> dict[str, Any]:
-    return {path: {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in err.items()}
-            for path, err in analysis.model_error.items()}
+    return {path: {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in err.as_json().items()}
+            for path, err in analysis.residuals.items()}
 
 
 def model_of(analysis: sc.Analysis) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
         "capacity_model": {
             **model.as_json(),
             "calibration": analysis.calibration,
-            "model_error_at_observed_replicas": analysis.model_error,
+            "model_error_at_observed_replicas": {path: r.as_json() for path, r in analysis.residuals.items()},
             "fleet_at_observed_replicas": analysis.fleet_residual,
             "demand_notes": analysis.demand.notes,
         },

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -84,13 +84,50 @@ class Flag:
 
 
 @dataclass
+class Residual:
+    """One path's twin at the observed N against the histograms: the shares (0..1, the twin's a mean
+    over seeds), the residuals (relative above ``RESIDUAL_FLOOR``, in units of it below: :func:`residual`),
+    the draw's noise (absolute, :func:`sampling_noise`) and the mean queue time in seconds. NaN where the
+    export has no observed value."""
+
+    ttft: float  # residual
+    ttft_predicted: float
+    ttft_observed: float
+    ttft_noise: float
+    tpot: float  # residual
+    tpot_predicted: float
+    tpot_observed: float
+    tpot_noise: float
+    joint: float  # residual: 0 inside the observed Fréchet bounds, else against the nearest
+    joint_predicted: float
+    queue_mean_s_observed: float
+    queue_mean_s_predicted: float
+
+    def of(self, metric: str) -> float:
+        """The residual of ``metric`` (``ttft``, ``tpot`` or ``joint``)."""
+        return float(getattr(self, metric))
+
+    def within_noise(self, metric: str) -> bool:
+        """Whether the draw alone explains the gap of ``metric`` (``ttft`` or ``tpot``; never ``joint``):
+        the observed share is a count of the export's requests, the twin's a mean of a few seeds."""
+        if metric == "joint":
+            return False
+        observed = getattr(self, f"{metric}_observed")
+        return not math.isnan(observed) and abs(getattr(self, f"{metric}_predicted") - observed) <= getattr(
+            self, f"{metric}_noise")
+
+    def as_json(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
 class Analysis:
     model: ReplicaModel
     demand: Demand
     observed: Observed
     thresholds: dict[str, Thresholds]
     calibration: dict[str, Any] = field(default_factory=dict)
-    model_error: dict[str, dict[str, float]] = field(default_factory=dict)  # path -> metric -> residual
+    residuals: dict[str, Residual] = field(default_factory=dict)  # per path, the twin at the observed N
     peak_load_observed: float = 0.0  # requests/s per replica, highest 5-minute window
     flags: list[Flag] = field(default_factory=list)
     fleet_residual: dict[str, float] = field(default_factory=dict)  # running, waiting: observed and twin
@@ -205,50 +242,41 @@ def _identification_flags(model: ReplicaModel, demand: Demand) -> list[Flag]:
     return flags
 
 
+@dataclass
+class _Fit:
+    """The first step's results: the model and the demand as fitted, and what the export shows."""
+
+    model: ReplicaModel
+    demand: Demand
+    observed: Observed
+    thresholds: dict[str, Thresholds]
+    targets: calibration.Targets
+    span: Demand  # the busiest CALIBRATION_HOURS, the calibration's replay
+    span_targets: calibration.Targets
+
+
 def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
             assumptions: Assumptions | None = None, observed_replicas: int | None = None,
             calibrate: bool = True, seeds: int = 2, progress: Callable[[str], None] | None = None) -> Analysis:
     """Fit the replica model and the demand, fit the KV capacity by simulation when no engine config
     gives it, calibrate the time scales at the observed N (``calibrate``), and measure the residual
-    there. Raises only when there is nothing to predict (no request-latency histogram)."""
+    there. Raises only when there is nothing to predict (no request-latency histogram).
+
+    The steps: :func:`fit` (model, demand, observed shares), :func:`calibrate_twin` (KV capacity and
+    time scales), :func:`fit_router` (the router and the calibration again if it changed), then the twin
+    replayed at the observed N (:func:`residual_views`) for :func:`residuals` and :func:`flags`."""
     assumptions = assumptions or Assumptions()
     say = progress or (lambda _msg: None)
-    intervals = capacity.scrape_intervals(ws, dataset_ids)
-    model = capacity.fit_model(intervals, capacity.replica_windows(ws, dataset_ids),
-                               capacity.engine_evidence(ws, dataset_ids), assumptions)
-    demand = observed_demand(ws, dataset_ids, path_labels, max_model_len=model.max_model_len)
-    observed, thresholds, means = _observed(ws, dataset_ids, promises, path_labels, observed_replicas)
-    demand.paths = [p for p in demand.paths if p.name in thresholds]
-    if not demand.paths:
-        raise ValueError("no path with both a promise and the request histograms the demand is read from")
-    targets = calibration.observed_targets(intervals, demand, means)
-    fit_kv = model.sources["kv_tokens"].kind == "fitted"
-    # the calibration replays the busiest CALIBRATION_HOURS (each round is one replay of them)
-    first, stop = demand.busiest_span(CALIBRATION_HOURS)
-    span = demand.span(first, stop)
-    t0 = pd.Timestamp(span.origin, unit="s")
-    in_span = (intervals["ts"] > t0) & (intervals["ts"] <= t0 + pd.Timedelta(seconds=span.duration_s))
+    fitted = fit(ws, dataset_ids, promises, path_labels, assumptions, observed_replicas)
+    fit_kv = fitted.model.sources["kv_tokens"].kind == "fitted"
+    t0 = pd.Timestamp(fitted.span.origin, unit="s")
     say(("calibrating the twin" if calibrate else "fitting the KV capacity by simulation")
-        + f" at the observed fleet size on {span.duration_s / 3600:.1f} h from {t0:%Y-%m-%d %H:%M} UTC")
-    span_targets = calibration.observed_targets(intervals[in_span], span, means)
-    cal = calibration.calibrate(model, span, observed.replicas, thresholds, span_targets, fit_kv=fit_kv,
-                                scales=calibrate)
-    model = cal.model
+        + f" at the observed fleet size on {fitted.span.duration_s / 3600:.1f} h from {t0:%Y-%m-%d %H:%M} UTC")
+    cal = calibrate_twin(fitted, fitted.model, fit_kv, calibrate)
     if assumptions.router is None and calibrate:
         say("fitting the router: how first tokens spread over the replicas")
-        fitted = calibration.fit_router(model, span, observed.replicas, thresholds, span_targets)
-        if fitted is not None:
-            router, table = fitted
-            if router != model.router:
-                model = replace(model, router=router)
-                cal = calibration.calibrate(model, span, observed.replicas, thresholds, span_targets, fit_kv=fit_kv,
-                                            scales=calibrate)
-                model = cal.model
-            shown = "; ".join(f"{r} {_two(v)}" for r, v in table.items())
-            model.sources["router"] = Source(
-                "fitted", f"work spreads over the replicas as a {router} router spreads it: dispersion of first "
-                f"tokens per minute and of outstanding requests {_two((span_targets.dispersion, span_targets.outstanding_dispersion))} "
-                f"observed; the twin's {shown}")
+        cal = fit_router(fitted, cal, fit_kv)
+    model, demand, observed, thresholds = cal.model, fitted.demand, fitted.observed, fitted.thresholds
     analysis = Analysis(model=model, demand=demand, observed=observed, thresholds=thresholds,
                         calibration=cal.summary() if (calibrate or fit_kv) else {"off": True})
     analysis.flags = _identification_flags(model, demand)
@@ -259,71 +287,147 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
     ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
     views = residual_views(model, demand, observed.replicas, thresholds, seeds)
-    for path in thresholds:
-        err: dict[str, float] = {}
-        within_noise = {}
+    analysis.residuals = residuals(observed, fitted.targets, views)
+    analysis.flags += flags(analysis, views, fitted.targets, seeds, say)
+    analysis.fleet_residual = fleet_residual(fitted.targets, views)
+    analysis.peak_load_observed = peak_load(demand, observed.replicas)
+    return analysis
+
+
+def fit(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
+        assumptions: Assumptions, observed_replicas: int | None) -> _Fit:
+    """Step 1: the replica model and the demand fitted on the export, the observed shares per path with
+    a promise, and what the calibration replays (the busiest ``CALIBRATION_HOURS``) and aims at."""
+    intervals = capacity.scrape_intervals(ws, dataset_ids)
+    model = capacity.fit_model(intervals, capacity.replica_windows(ws, dataset_ids),
+                               capacity.engine_evidence(ws, dataset_ids), assumptions)
+    demand = observed_demand(ws, dataset_ids, path_labels, max_model_len=model.max_model_len)
+    observed, thresholds, means = _observed(ws, dataset_ids, promises, path_labels, observed_replicas)
+    demand.paths = [p for p in demand.paths if p.name in thresholds]
+    if not demand.paths:
+        raise ValueError("no path with both a promise and the request histograms the demand is read from")
+    targets = calibration.observed_targets(intervals, demand, means)
+    first, stop = demand.busiest_span(CALIBRATION_HOURS)
+    span = demand.span(first, stop)
+    t0 = pd.Timestamp(span.origin, unit="s")
+    in_span = (intervals["ts"] > t0) & (intervals["ts"] <= t0 + pd.Timedelta(seconds=span.duration_s))
+    span_targets = calibration.observed_targets(intervals[in_span], span, means)
+    return _Fit(model, demand, observed, thresholds, targets, span, span_targets)
+
+
+def calibrate_twin(fitted: _Fit, model: ReplicaModel, fit_kv: bool, scales: bool) -> calibration.Calibration:
+    """Step 2: the KV capacity (``fit_kv``) and, when ``scales``, the time scales of ``model`` solved so
+    that the twin replaying the busiest span at the observed N shows the observed gauges and means."""
+    return calibration.calibrate(model, fitted.span, fitted.observed.replicas, fitted.thresholds,
+                                 fitted.span_targets, fit_kv=fit_kv, scales=scales)
+
+
+def fit_router(fitted: _Fit, cal: calibration.Calibration, fit_kv: bool) -> calibration.Calibration:
+    """Step 3: the router whose twin spreads the work over the replicas as the fleet did, stated as the
+    model's ``router`` source; the calibration is solved again under it when it is not the one it ran."""
+    model, targets = cal.model, fitted.span_targets
+    found = calibration.fit_router(model, fitted.span, fitted.observed.replicas, fitted.thresholds, targets)
+    if found is None:
+        return cal
+    router, table = found
+    if router != model.router:
+        cal = calibrate_twin(fitted, replace(model, router=router), fit_kv, True)
+    shown = "; ".join(f"{r} {_two(v)}" for r, v in table.items())
+    cal.model.sources["router"] = Source(
+        "fitted", f"work spreads over the replicas as a {router} router spreads it: dispersion of first "
+        f"tokens per minute and of outstanding requests {_two((targets.dispersion, targets.outstanding_dispersion))} "
+        f"observed; the twin's {shown}")
+    return cal
+
+
+def residuals(observed: Observed, targets: calibration.Targets,
+              views: Sequence[calibration.TwinView]) -> dict[str, Residual]:
+    """Step 4: per path, the twin replayed at the observed N (``views``, one per seed) against the
+    histograms."""
+    out = {}
+    for path in observed.ttft:
+        shares = {}
         for metric, obs in (("ttft", observed.ttft), ("tpot", observed.tpot)):
             per_seed = [getattr(v, f"{metric}_share")[path] for v in views]
             pred = float(np.mean(per_seed))
-            err[metric] = residual(pred, obs.get(path))
-            err[f"{metric}_predicted"] = pred
-            err[f"{metric}_observed"] = obs[path] if obs.get(path) is not None else math.nan
-            # a gap the draw explains is no evidence against the model: the observed share is a count of
-            # the export's requests, the twin's a mean of a few seeds
-            noise = sampling_noise(obs.get(path), observed.requests.get(path, 0.0), per_seed)
-            err[f"{metric}_noise"] = noise
-            within_noise[metric] = obs.get(path) is not None and abs(pred - obs[path]) <= noise
+            shares[metric] = residual(pred, obs.get(path))
+            shares[f"{metric}_predicted"] = pred
+            shares[f"{metric}_observed"] = obs[path] if obs.get(path) is not None else math.nan
+            shares[f"{metric}_noise"] = sampling_noise(obs.get(path), observed.requests.get(path, 0.0), per_seed)
         pred_joint = float(np.mean([v.joint_share[path] for v in views]))
         lo, hi = observed.joint_low[path], observed.joint_high[path]
         inside = lo is not None and hi is not None and lo - 1e-12 <= pred_joint <= hi + 1e-12
-        err["joint"] = 0.0 if inside else residual(pred_joint, lo if pred_joint < (lo or 0) else hi)
-        err["joint_predicted"] = pred_joint
         q_obs = targets.queue_mean_s.get(path)
-        q_twin = float(np.mean([v.queue_mean_s.get(path, math.nan) for v in views]))
-        err["queue_mean_s_observed"] = q_obs if q_obs is not None else math.nan
-        err["queue_mean_s_predicted"] = q_twin
-        analysis.model_error[path] = err
-        worst = np.nanmax([err["ttft"], err["tpot"], err["joint"], 0.0])
-        beyond = [k for k in ("ttft", "tpot", "joint") if err[k] > RESIDUAL_FLAG and not within_noise.get(k, False)]
-        if beyond:
-            # the interval widens by the factor the twin is off by at the observed N, whichever way
-            nearest = lo if lo is not None and pred_joint < lo else hi
-            off = {"ttft": (err["ttft_predicted"], observed.ttft.get(path)),
-                   "tpot": (err["tpot_predicted"], observed.tpot.get(path)), "joint": (pred_joint, nearest)}
-            factor = max(_ratio_off(*off[k]) for k in beyond)
-            gap = max(abs(off[k][0] - (off[k][1] or 0.0)) for k in beyond)
-            metric = max(beyond, key=lambda k: err[k])
-            say(f"looking for what would close the residual on {path}")
-            remedy = residual_remedy(model, demand, observed.replicas, thresholds, path, metric, off[metric][1],
-                                     off[metric][0], seeds)
-            analysis.flags.append(Flag(
-                f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err['ttft_predicted']:.2f} % "
-                f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
-                f"{100 * err['tpot_predicted']:.2f} % against {100 * (observed.tpot.get(path) or 0):.2f} % "
-                f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp); {remedy}",
-                path, float(max(factor, worst)), envelope=False, gap=gap))
+        out[path] = Residual(
+            **shares, joint=0.0 if inside else residual(pred_joint, lo if pred_joint < (lo or 0) else hi),
+            joint_predicted=pred_joint, queue_mean_s_observed=q_obs if q_obs is not None else math.nan,
+            queue_mean_s_predicted=float(np.mean([v.queue_mean_s.get(path, math.nan) for v in views])))
+    return out
+
+
+def flags(analysis: Analysis, views: Sequence[calibration.TwinView], targets: calibration.Targets, seeds: int,
+          say: Callable[[str], None]) -> list[Flag]:
+    """Step 5: the flags the residual raises, in words: a path the twin does not reproduce beyond the
+    draw's noise (with the parameter that would close it: :func:`residual_remedy`), and busiest batches
+    that differ from the fleet's."""
+    out = []
+    observed, model = analysis.observed, analysis.model
+    for path, err in analysis.residuals.items():
+        worst = np.nanmax([err.ttft, err.tpot, err.joint, 0.0])
+        beyond = [k for k in ("ttft", "tpot", "joint") if err.of(k) > RESIDUAL_FLAG and not err.within_noise(k)]
+        if not beyond:
+            continue
+        # the interval widens by the factor the twin is off by at the observed N, whichever way
+        lo, hi = observed.joint_low[path], observed.joint_high[path]
+        nearest = lo if lo is not None and err.joint_predicted < lo else hi
+        off = {"ttft": (err.ttft_predicted, observed.ttft.get(path)),
+               "tpot": (err.tpot_predicted, observed.tpot.get(path)), "joint": (err.joint_predicted, nearest)}
+        factor = max(_ratio_off(*off[k]) for k in beyond)
+        gap = max(abs(off[k][0] - (off[k][1] or 0.0)) for k in beyond)
+        metric = max(beyond, key=err.of)
+        say(f"looking for what would close the residual on {path}")
+        remedy = residual_remedy(model, analysis.demand, observed.replicas, analysis.thresholds, path, metric,
+                                 off[metric][1], off[metric][0], seeds)
+        out.append(Flag(
+            f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err.ttft_predicted:.2f} % "
+            f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
+            f"{100 * err.tpot_predicted:.2f} % against {100 * (observed.tpot.get(path) or 0):.2f} % "
+            f"(residual {worst:.0%}; its intervals widen by {factor:.0%} and by {100 * gap:.2f} pp); {remedy}",
+            path, float(max(factor, worst)), envelope=False, gap=gap))
     peak_obs, peak_twin = targets.running_peak, float(np.mean([v.running_peak for v in views]))
     if peak_obs and peak_twin > 0 and abs(peak_twin - peak_obs) / peak_obs > PEAK_FLAG:
-        analysis.flags.append(Flag(
+        out.append(Flag(
             f"the twin's busiest batches differ from the fleet's (99th percentile of running requests per replica "
             f"{peak_twin:.0f} against {peak_obs:.0f} observed): scenarios that load a replica more than observed "
             f"are less reliable (their intervals widen by {max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1:.0%})",
             None, max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1, envelope=False, when_loaded=True))
-    analysis.fleet_residual = {
-        "running_mean_observed": targets.running_mean if targets.running_mean is not None else math.nan,
+    return out
+
+
+def _nan_if_none(x: float | None) -> float:
+    return x if x is not None else math.nan
+
+
+def fleet_residual(targets: calibration.Targets, views: Sequence[calibration.TwinView]) -> dict[str, float]:
+    """The fleet's gauges at the observed N, observed and twin (NaN where the export has none)."""
+    return {
+        "running_mean_observed": _nan_if_none(targets.running_mean),
         "running_mean_predicted": float(np.mean([v.running_mean for v in views])),
-        "running_peak_observed": peak_obs if peak_obs is not None else math.nan,
-        "running_peak_predicted": peak_twin,
-        "waiting_mean_observed": targets.waiting_mean if targets.waiting_mean is not None else math.nan,
+        "running_peak_observed": _nan_if_none(targets.running_peak),
+        "running_peak_predicted": float(np.mean([v.running_peak for v in views])),
+        "waiting_mean_observed": _nan_if_none(targets.waiting_mean),
         "waiting_mean_predicted": float(np.mean([v.waiting_mean for v in views])),
-        "itl_mean_s_observed": targets.itl_mean_s if targets.itl_mean_s is not None else math.nan,
+        "itl_mean_s_observed": _nan_if_none(targets.itl_mean_s),
         "itl_mean_s_predicted": float(np.mean([v.itl_mean_s for v in views])),
     }
+
+
+def peak_load(demand: Demand, replicas: int) -> float:
+    """Requests per second per replica in the busiest ``PEAK_SPAN_S`` of the demand."""
     window_requests = sum(p.requests for p in demand.paths)
     span = max(1, PEAK_SPAN_S // demand.window_s)
     per5 = np.convolve(window_requests, np.ones(span), mode="valid") / (span * demand.window_s)
-    analysis.peak_load_observed = float(np.max(per5 / observed.replicas)) if len(per5) else 0.0
-    return analysis
+    return float(np.max(per5 / replicas)) if len(per5) else 0.0
 
 
 # what each parameter is, in the words of a remedy, and what would pin it down
@@ -570,7 +674,7 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
         floor = FLAGGED_MIN_ABS_ERROR if flags else MIN_ABS_ERROR
         bounds = {}
         for metric in ("joint", "ttft", "tpot"):
-            err = analysis.model_error.get(path, {}).get(metric, 0.0)
+            err = analysis.residuals[path].of(metric) if path in analysis.residuals else 0.0
             err = max(err if not math.isnan(err) else 0.0, MIN_REL_ERROR) + widen
             bounds[metric] = _bounds([getattr(r, metric)[path] for r in runs],
                                      [getattr(r, metric)[path] for r in spans], err, gap, floor)
