@@ -2,7 +2,7 @@
 
 Histograms only bound the joint promise (TTFT and TPOT breached together); per-request records
 give its exact value. Supported files, detected from content (several lines, not the first alone),
-each read as its tool writes it in the versions in use (``queries/records__from_*.sql`` say how):
+each read as its tool writes it in the versions in use (``queries/records/records__from_*.sql`` say how):
 
 - ``vllm bench serve --save-result --save-detailed`` JSON (``ttfts``, ``itls``, ``output_lens``,
   ``errors``; ``start_times`` in newer versions; ``latencies`` where a fork adds them)

@@ -18,9 +18,12 @@ connection that made them, cursors do not see them) alike; not its CTEs, not tab
 file: ``-- reads: $path``); ``-- reads: (none)`` when it reads no table. The contract test holds
 the line to the code (``Query.referenced_tables``).
 
-Python loads a query by name and passes values only as ``$name`` parameters.
-Files under ``queries/macros/`` hold ``CREATE OR REPLACE MACRO`` statements run once per
-connection.
+Python loads a query by name and passes values only as ``$name`` parameters. The files sit in one
+folder per domain (``queries/ingest/``, ``queries/cube/``, ``queries/promise/``...), each named as its
+query (``queries/cube/cube__build.sql``): a query's name is its identity, its folder only where a
+reader finds it. Files under ``queries/macros/`` hold ``CREATE OR REPLACE MACRO`` statements run once
+per connection; ``queries/schema/`` the workspace's DDL. A tool's own queries (the benchmarks') sit
+beside the tool, in a folder of their own that :func:`all_queries` and :func:`get` are given.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ _PARAM_RE = re.compile(r"^--\s*@param\s+(\w+)\s+(\S+)\s*(.*)$")
 _USED_PARAM_RE = re.compile(r"\$([A-Za-z_]\w*)")
 _HEADER_RE = re.compile(r"^--\s*(name|purpose|grain|reads):\s*(.*)$")
 _NO_READS = "(none)"
+
+
+NOT_QUERIES = ("macros", "schema")  # folders of queries/ whose files are no named query
 
 
 def queries_dir() -> Path:
@@ -222,25 +228,31 @@ def _split_reads(text: str) -> tuple[str, ...]:
 
 
 @functools.cache
-def _registry() -> dict[str, Query]:
-    root = queries_dir()
+def _registry(root: Path | None = None) -> dict[str, Query]:
+    root = root or queries_dir()
     out: dict[str, Query] = {}
-    for path in sorted(root.glob("*.sql")):
+    for path in sorted(root.rglob("*.sql")):
+        if path.relative_to(root).parts[0] in NOT_QUERIES:
+            continue
         q = parse(path)
+        if q.name in out:
+            raise ValueError(f"{path}: query {q.name!r} is also {out[q.name].path}")
         out[q.name] = q
     return out
 
 
-def get(name: str) -> Query:
-    """The query called ``name`` (file ``queries/<name>.sql``)."""
+def get(name: str, root: Path | None = None) -> Query:
+    """The query called ``name`` (file ``<name>.sql`` in a domain folder of ``root``, by default
+    ``queries/``)."""
     try:
-        return _registry()[name]
+        return _registry(root)[name]
     except KeyError:
-        raise KeyError(f"no query named {name!r} in {queries_dir()}") from None
+        raise KeyError(f"no query named {name!r} in {root or queries_dir()}") from None
 
 
-def all_queries() -> list[Query]:
-    return list(_registry().values())
+def all_queries(root: Path | None = None) -> list[Query]:
+    """Every named query under ``root`` (by default ``queries/``), in the order of their paths."""
+    return list(_registry(root).values())
 
 
 def macro_files() -> list[Path]:
@@ -284,19 +296,22 @@ def ensure_macros(con: duckdb.DuckDBPyConnection) -> None:
         install_macros(con)
 
 
-def df(con: duckdb.DuckDBPyConnection, name: str, **params: Any):
-    """Run query ``name`` on ``con`` and return a pandas DataFrame.
+def df(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any):
+    """Run query ``name`` (a name of ``queries/``, or a :class:`Query` of another folder) on ``con`` and
+    return a pandas DataFrame.
 
     Pass ``workspace.cursor()`` from another thread; pass the connection itself inside a
     transaction or when the query reads TEMP tables (cursors do not see them)."""
-    return con.execute(get(name).sql, _checked(name, params)).df()
+    q = _query(name)
+    return con.execute(q.sql, _checked(q, params)).df()
 
 
-def arrow(con: duckdb.DuckDBPyConnection, name: str, *, batch_rows: int | None = None, **params: Any) -> Any:
+def arrow(con: duckdb.DuckDBPyConnection, name: str | Query, *, batch_rows: int | None = None, **params: Any) -> Any:
     """Run query ``name`` on ``con`` and return a ``pyarrow.Table`` (see ``df`` for ``con``).
     ``batch_rows``: rows per record batch (a wide result exports faster in batches that fit the
     cache: 16,384 rows of 36 columns in half the time of one 131,072-row batch)."""
-    text, values = get(name).sql, _checked(name, params)
+    q = _query(name)
+    text, values = q.sql, _checked(q, params)
     if _submit is not None:
         return _submit(con, text, values, "arrow", batch_rows or _BATCH).arrow_table()
     return con.sql(text, params=values).to_arrow_table()
@@ -312,47 +327,56 @@ def to_pandas(table: Any) -> Any:
     return frame
 
 
-def rows(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> list[tuple]:
+def rows(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any) -> list[tuple]:
     """Run query ``name`` on ``con`` and return its rows."""
-    return con.execute(get(name).sql, _checked(name, params)).fetchall()
+    q = _query(name)
+    return con.execute(q.sql, _checked(q, params)).fetchall()
 
 
-def execute(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> None:
+def execute(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any) -> None:
     """Run a DML query (``insert ... select``) on ``con`` itself, so it joins the caller's transaction."""
-    con.execute(get(name).sql, _checked(name, params))
+    q = _query(name)
+    con.execute(q.sql, _checked(q, params))
 
 
-def _checked(name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    q = get(name)
+def _query(name: str | Query) -> Query:
+    return name if isinstance(name, Query) else get(name)
+
+
+def _checked(q: Query, params: dict[str, Any]) -> dict[str, Any] | None:
     missing = set(q.params) - set(params)
     extra = set(params) - set(q.params)
     if missing or extra:
-        raise TypeError(f"query {name}: missing parameters {sorted(missing)}, unexpected {sorted(extra)}")
+        raise TypeError(f"query {q.name}: missing parameters {sorted(missing)}, unexpected {sorted(extra)}")
     return params or None
 
 
 _IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
-def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str, temp: bool = True, **params: Any) -> None:
+def materialize(con: duckdb.DuckDBPyConnection, name: str | Query, table: str, temp: bool = True,
+                **params: Any) -> None:
     """Run query ``name`` once into ``table`` (an identifier from the caller's code, never user text)."""
     if not _IDENT_RE.match(table):
         raise ValueError(f"bad table name {table!r}")
     kind = "temp table" if temp else "table"
-    con.execute(f"create or replace {kind} {table} as {get(name).sql}", _checked(name, params))
+    q = _query(name)
+    con.execute(f"create or replace {kind} {table} as {q.sql}", _checked(q, params))
 
 
-def temp_view(con: duckdb.DuckDBPyConnection, name: str, view: str) -> None:
+def temp_view(con: duckdb.DuckDBPyConnection, name: str | Query, view: str) -> None:
     """Make ``view`` (an identifier from the caller's code) a TEMP view of query ``name``, which takes
     no parameters (a view binds none): its rows are computed again by every statement that reads it."""
     if not _IDENT_RE.match(view):
         raise ValueError(f"bad view name {view!r}")
-    _checked(name, {})
-    con.execute(f"create or replace temp view {view} as {get(name).sql}")
+    q = _query(name)
+    _checked(q, {})
+    con.execute(f"create or replace temp view {view} as {q.sql}")
 
 
-def insert_into(con: duckdb.DuckDBPyConnection, name: str, table: str, **params: Any) -> None:
+def insert_into(con: duckdb.DuckDBPyConnection, name: str | Query, table: str, **params: Any) -> None:
     """Append the rows of query ``name`` to the existing ``table`` (an identifier from our code)."""
     if not _IDENT_RE.match(table):
         raise ValueError(f"bad table name {table!r}")
-    con.execute(f"insert into {table} {get(name).sql}", _checked(name, params))
+    q = _query(name)
+    con.execute(f"insert into {table} {q.sql}", _checked(q, params))

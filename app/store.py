@@ -29,7 +29,7 @@ MEMORY = ":memory:"
 # the tables of cached cubes, one row set per cube_id (cube_index maps a cube's spec to its id)
 CUBE_TABLES = ("cube_rows", "cube_bucket_layouts", "cube_window_histograms")
 # the path label of a workspace with no stored mapping: not a label but the label the engine names its
-# model with (model_name, model, model_id or served_model_name; queries/signals__series.sql). Label
+# model with (model_name, model, model_id or served_model_name; queries/cube/signals__series.sql). Label
 # names starting with `__` are reserved by Prometheus, so no exporter's label is called this.
 MODEL_LABEL = "__model__"
 # the labels an engine may name its model with, in the order `__model__` tries them (signals__series)

@@ -128,7 +128,7 @@ def _problems(path: Path, rel: Path | None = None) -> list[str]:
     for ref, after in REPO_PATH.findall(text):
         if (ROOT / ref).exists() or (ROOT / f"{ref}.py").exists():
             continue
-        if after in "{*<" and after and any(p.startswith(ref) for p in PATHS):  # f"queries/ingest__{name}.sql"
+        if after in "{*<" and after and any(p.startswith(ref) for p in PATHS):  # f"queries/ingest/ingest__{name}.sql"
             continue
         out.append(f"{rel}: {ref}")
     for ref in BARE_MD.findall(text):
@@ -155,7 +155,7 @@ def test_no_reference_to_a_file_that_is_not_in_the_repository() -> None:
 
 def test_the_reference_finder_finds_a_missing_file(tmp_path: Path) -> None:
     probe = tmp_path / "notes.md"
-    probe.write_text("see methods.md and app/nothing_here.py and queries/promise__shares.sql, `gone.py`\n")
+    probe.write_text("see methods.md and app/nothing_here.py and queries/promise/promise__shares.sql, `gone.py`\n")
     assert _problems(probe, Path("notes.md")) == ["notes.md: app/nothing_here.py", "notes.md: methods.md",
                                                   "notes.md: gone.py"]
 

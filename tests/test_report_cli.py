@@ -188,7 +188,7 @@ def test_capture_without_known_signals_fails_clearly(tmp_path: Path, capsys: pyt
 def test_report_with_hour_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--window 1h`` is allowed (1 min to 1 day) and must give the same one-snapshot shares.
 
-    Fails today (bug): queries/cube__series_windows.sql computes ``$window_s * 1000000`` in INT32,
+    Fails today (bug): queries/cube/cube__series_windows.sql computes ``$window_s * 1000000`` in INT32,
     which overflows for windows above 2147 s (DuckDB OutOfRangeException, a traceback)."""
     file = _copy("nim-llm-llama31-8b-datadog.prom", tmp_path)
     docs = {}

@@ -172,7 +172,7 @@ def test_exact_joint_shares_count_every_request_of_the_range(export: Export, ws:
                                                              include_failed: bool) -> None:
     """``exact_joint_shares`` = breached / requests of the range, requests still in flight included.
 
-    Fails today with failures counted (bug): queries/records__joint_shares.sql sets
+    Fails today with failures counted (bug): queries/records/records__joint_shares.sql sets
     ``failed = finished_reason in ('abort', 'error')``, NULL for a request still in flight; the
     breach flag ``... or ($include_failed and failed)`` is then NULL for an in-flight request that
     breached nothing, and ``avg()`` drops it from the denominator."""

@@ -1,4 +1,4 @@
-"""Contract test over every ``queries/*.sql``: header parses, declared = used parameters, the
+"""Contract test over every query (``queries/<domain>/*.sql`` and the benchmarks' ``app/bench/queries/``): header parses, declared = used parameters, the
 ``-- reads:`` line names the tables the code reads, the query binds on a real workspace, and its
 output columns and types are the declared ones."""
 
@@ -13,12 +13,16 @@ import duckdb
 import pytest
 
 from app import sql
+from app.bench.reference import QUERIES_DIR as BENCH_QUERIES
 from app.cube import ensure_cube
 from app.load import load_file
 from app.store import Workspace
 from tests.conftest import histogram, load, samples
 
-QUERIES = sql.all_queries()
+QUERIES = sql.all_queries() + sql.all_queries(BENCH_QUERIES)
+# the folder of queries/ each name's prefix lives in, where it is not the prefix itself: the load's summary
+# of what it read sits with the readers; the series map with the cube it is built for
+FOLDER = {"summary": "ingest", "signals": "cube"}
 FILE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "queries"
 DUMMY = {
     "INTEGER": 1,
@@ -78,6 +82,25 @@ def _normalise(t: str) -> str:
 
 def test_there_are_queries() -> None:
     assert len(QUERIES) >= 8
+
+
+def test_each_query_sits_in_its_domains_folder() -> None:
+    """``queries/<domain>/<domain>__<what>.sql``; the benchmarks' own beside them, none in ``queries/``."""
+    root = sql.queries_dir()
+    product = {q.name: q.path.relative_to(root).parts for q in sql.all_queries()}
+    assert {name: parts for name, parts in product.items()
+            if parts != (FOLDER.get(name.split("__")[0], name.split("__")[0]), f"{name}.sql")} == {}
+    assert not [name for name in product if name.startswith("bench__")]
+    assert {q.path.parent for q in sql.all_queries(BENCH_QUERIES)} == {BENCH_QUERIES}
+    assert set(root.iterdir()) == {root / d for d in {*sql.NOT_QUERIES, *(parts[0] for parts in product.values())}}
+
+
+def test_a_name_in_two_folders_is_refused(tmp_path: Path) -> None:
+    for folder in ("cube", "promise"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "q__same.sql").write_text("-- name: q__same\nselect 1 as one\n")
+    with pytest.raises(ValueError, match="query 'q__same' is also"):
+        sql.all_queries(tmp_path)
 
 
 def test_the_ingest_fixtures_cover_every_reader_kind() -> None:

@@ -1,7 +1,7 @@
 """What a user would otherwise write: the same cube in straightforward pandas, from a long-format Parquet.
 
-It follows the cube's documented semantics step by step (``queries/ingest__staged_series.sql``,
-``signals__series.sql``, ``cube__series_windows.sql``, ``cube__build.sql``) with idiomatic pandas:
+It follows the cube's documented semantics step by step (``queries/ingest/ingest__staged_series.sql``,
+``queries/cube/``: ``signals__series.sql``, ``cube__series_windows.sql``, ``cube__build.sql``) with idiomatic pandas:
 ``read_parquet``, ``sort_values``, ``groupby().shift()``, ``merge``, ``groupby().agg()``. It is the
 reference the benchmark times Headroom against, and the cross-check: on the same file both must give
 the identical cube (the generated values are exact in binary floating point, so no tolerance).
@@ -28,6 +28,8 @@ CUBE_COLUMNS = ["window_start", "path", "signal", "le", "stat", "value"]
 ORIGIN = pd.Timestamp("2000-01-03")  # DuckDB's time_bucket origin for sub-month widths
 _SUFFIX_RE = re.compile(r"^(.*)_(bucket|count|sum|created|total)$")
 _REPLICA_LABELS = ("instance", "pod", "engine", "dp_rank")
+# the benchmarks' own queries (references and former formulations), beside them, not among the product's
+QUERIES_DIR = Path(__file__).resolve().with_name("queries")
 
 
 def _classify(metric: str, labels: dict[str, str], bucketed: set[str]) -> tuple[str, str, str]:
@@ -226,9 +228,9 @@ def compare(headroom: pd.DataFrame, reference: pd.DataFrame) -> str | None:
 def series_windows_by_sorting(con: duckdb.DuckDBPyConnection, dataset_ids: Sequence[int], window_s: int
                               ) -> pd.DataFrame:
     """The cube's per-series windows by the query's former formulation
-    (``queries/bench__series_windows_by_sorting.sql``), by series and window: the oracle the cube's
+    (``app/bench/queries/bench__series_windows_by_sorting.sql``), by series and window: the oracle the cube's
     ``cube__series_windows`` is tested against. Run it on the connection of a cube build (it reads
     the TEMP ``cube_series`` that ``app.cube.build_into_temp`` leaves)."""
-    frame = sql.df(con, "bench__series_windows_by_sorting", dataset_ids=[int(i) for i in dataset_ids],
+    frame = sql.df(con, sql.get("bench__series_windows_by_sorting", QUERIES_DIR), dataset_ids=[int(i) for i in dataset_ids],
                    window_s=int(window_s))
     return frame.sort_values(["series_id", "window_start"], ignore_index=True)

@@ -1,7 +1,7 @@
 """The checks every staged file goes through, whatever its format: what no number may be computed from.
 
 Run by ``app.ingest.stage`` after the format's reader, on its ``stage_keys``/``stage_points``/
-``stage_families`` (vectorized SQL, ``queries/ingest__check_*.sql``; Python only words the notes).
+``stage_families`` (vectorized SQL, ``queries/ingest/ingest__check_*.sql``; Python only words the notes).
 Each finding is dropped, repaired or kept with a note saying which, naming the series and the line
 (a row of Parquet, a series of Prometheus API JSON):
 

@@ -23,7 +23,7 @@ quoted field spans lines). Parquet: ``src_line`` is the row number.
 
 The file's own column names never enter SQL text: Python only decides the role of each column and
 passes names as ``$parameters`` (``row[$name]`` on the row struct); per-row work is in
-``queries/ingest__long_*.sql``.
+``queries/ingest/ingest__long_*.sql``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Accepted: one response, a JSON array of responses (e.g. one instant query per ti
 ``result`` list as prometheus-api-client returns it. Values are strings (``"NaN"``, ``"+Inf"``),
 timestamps float Unix seconds. ``status: "error"`` fails with the server's error text; native
 histogram samples (``histograms``) are skipped with a note naming the series. Parsed by DuckDB's
-JSON reader (``queries/ingest__promjson_*.sql``), never a Python loop over samples.
+JSON reader (``queries/ingest/ingest__promjson_*.sql``), never a Python loop over samples.
 
 Prometheus itself only ever writes float seconds here (its API encodes every sample time as
 seconds with millisecond decimals), so times in milliseconds come from a script that rewrote the

@@ -1,6 +1,6 @@
 """Prometheus text exposition 0.0.4, OpenMetrics 1.0 text and ``promtool tsdb dump``, parsed by DuckDB.
 
-The whole file is parsed by vectorized SQL (``queries/ingest__text_*.sql``), never a Python loop
+The whole file is parsed by vectorized SQL (``queries/ingest/ingest__text_*.sql``), never a Python loop
 per line:
 
 1. ``read_csv`` reads every line as one VARCHAR, in parallel, numbered in file order (blank lines

@@ -3,7 +3,7 @@
 One series per line; values are JSON numbers (strings such as ``"NaN"`` accepted), timestamps
 integer Unix milliseconds; times whose median is below 1e11 are seconds a script wrote instead (as
 milliseconds they would fall in 1973), read as seconds with a note. Parsed by DuckDB's JSON reader
-(``queries/ingest__vm_*.sql``).
+(``queries/ingest/ingest__vm_*.sql``).
 """
 
 from __future__ import annotations
