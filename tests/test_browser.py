@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ import pytest
 from app.ui import data as data_view
 from app.ui import state
 from tests.conftest import IN_CI, REAL_CAPTURES
-from tests.support.servers import running
+from tests.support.servers import free_port, running
 from tests.test_pages import APP, INTERACTIVE, ROOT, independent_ttft_share, make_slice
 
 SHOTS = ROOT / "docs" / "img" / "dashboard"  # the docs' dashboard tour shows what this journey saw
@@ -56,12 +55,6 @@ def _require_browser() -> None:
         pytest.skip(f"browser journey skipped outside CI: {missing}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("browser")
@@ -80,7 +73,7 @@ def serve(scratch: dict[str, Path], sample: Path | None) -> Iterator[str]:
            "XDG_CONFIG_HOME": str(scratch["xdg-config"]), "XDG_CACHE_HOME": str(scratch["xdg-cache"])}
     if sample is not None:
         env[data_view.SAMPLE_ENV] = str(sample)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with running([sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true", "--server.port",
                   str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],

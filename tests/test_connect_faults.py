@@ -7,7 +7,6 @@ The fault server is ``tests/test_live.py``'s, with two more answers."""
 
 from __future__ import annotations
 
-import socket
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.ui import state
+from tests.support.servers import free_port
 from tests.test_live import SECRET, _Handler
 from tests.test_pages import open_app, sample_slice, template_db, workspace_db  # noqa: F401 (fixtures)
 
@@ -61,12 +61,6 @@ def scratch_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _read(at: AppTest, url: str, generation: int) -> None:
     at.text_input(key=state.LIVE_URL).set_value(url)
     at.text_input(key=f"{state.LIVE_TOKEN}-{generation}").set_value(SECRET)
@@ -102,7 +96,7 @@ def test_each_fault_is_one_line_on_the_page_and_the_token_is_nowhere(store: str,
                                                                       workspace_db: Path) -> None:  # noqa: F811
     at = open_app()
     for generation, (where, words) in enumerate(FAULTS):
-        url = f"http://127.0.0.1:{_closed_port()}" if where == "refused" else f"{store}/{where}"
+        url = f"http://127.0.0.1:{free_port()}" if where == "refused" else f"{store}/{where}"
         _read(at, url, generation)
         assert not at.exception, (where, at.exception)
         errors = [e.value for e in at.error]

@@ -14,7 +14,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from app.bench.generate import write_fleet_parquet
 from app.economics.decide import saved
 from app.load import load_file
 from app.store import Workspace
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -129,12 +129,6 @@ def test_headroom_load_killed_at_random_points_leaves_the_workspace_whole(tmp_pa
     assert {o[3] for o in killed} <= {"absent", "whole"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def _open_session(port: int, timeout_s: float = 60.0) -> None:
     """What a browser tab does first: open Streamlit's websocket and ask for a run of the page, which
     opens the workspace (an empty one loads the bundled sample day)."""
@@ -167,7 +161,7 @@ def test_the_dashboard_killed_while_it_loads_the_sample_on_first_start(tmp_path:
     rng = random.Random(7)
     outcomes = []
     for _ in range(DASHBOARD_KILLS):
-        port = _free_port()
+        port = free_port()
         env = {**_env(tmp_path), "XDG_CONFIG_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
         proc = subprocess.Popen([sys.executable, "-m", "app", "dashboard", "--db", str(db), "--port", str(port)],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 
 from app import cli
+from tests.support.servers import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -60,7 +55,7 @@ def test_dashboard_starts_without_a_terminal_on_loopback_with_xsrf(tmp_path: Pat
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache")}
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "dashboard.log"
     base = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
@@ -102,11 +97,7 @@ def test_dashboard_starts_without_a_terminal_on_loopback_with_xsrf(tmp_path: Pat
                 urllib.request.urlopen(put, timeout=10)
             assert refused.value.code == 403
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
     text = log.read_text()
     assert f":{port}" in text and "Email" not in text, text
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import socket
 import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
@@ -21,6 +20,7 @@ from app.live import client as live
 from app.store import Workspace
 from app.ui import data as data_view
 from tests.support.cli_run import run_cli
+from tests.support.servers import free_port
 
 SECRET = "s3cr3t-token-do-not-print"
 HANG = threading.Event()
@@ -90,12 +90,6 @@ def _fetch(url: str, tmp: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) ->
     return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize(("where", "expected"), [
     ("refused", r"connection refused"),
     ("hang", r"no answer within 2 s"),
@@ -107,7 +101,7 @@ def _closed_port() -> int:
 ])
 def test_each_fault_is_one_line_within_the_timeout(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    where: str, expected: str) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}" if where == "refused" else f"{server}/{where}"
+    url = f"http://127.0.0.1:{free_port()}" if where == "refused" else f"{server}/{where}"
     rc, out, err, took = _fetch(url, tmp_path, monkeypatch)
     assert rc == 1 and out == ""
     lines = err.strip().splitlines()

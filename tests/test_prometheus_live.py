@@ -26,9 +26,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import shutil
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -45,10 +42,9 @@ from app import cli, load
 from app.cube import cube_frame, ensure_cube
 from app.promise import rules
 from app.promise.shares import Promise, shares
-from app.simulator import simulate_day
 from app.store import Workspace
-from tests.conftest import IN_CI
 from tests.support import export_formats as ef
+from tests.support.live_fleet import E0, PATHS, TPOT, TTFT, WHOLE, fleet_frame
 from tests.support.promql_oracle import (
     PROMETHEUS_2,
     PROMETHEUS_3,
@@ -57,56 +53,26 @@ from tests.support.promql_oracle import (
     extrapolate,
     in_range,
 )
-from tests.support.servers import running
+from tests.support.servers import free_port, need_prometheus, prometheus, running
 
 pytestmark = pytest.mark.prometheus
 
-TTFT = "vllm:time_to_first_token_seconds"
-TPOT = "vllm:request_time_per_output_token_seconds"
 SIGNAL = {TTFT: "ttft", TPOT: "tpot"}
 # bucket bounds as the export spells them (prometheus_client's floatToGoString); None = `_count`
 LES = {TTFT: ["0.25", "0.5", "1.0", "2.5", None], TPOT: ["0.025", "0.05", "0.1", None]}
-PATHS = ("llama-3.1-8b-interactive", "llama-3.1-8b-batch")
-SHIFT_S = {"10.0.0.1:8000": 4, "10.0.0.2:8000": 11}  # each target's scrape offset
-HOURS = 2
-E0 = pd.Timestamp("2026-11-17T00:00:00Z").timestamp()  # export start (simulate_day's default day)
+
 # (window end in minutes after E0, window length in seconds): plain windows, the crash (replica 1's
 # last samples at 00:47:56, first after the restart at 00:52:11), the scrape gap (last samples 01:17:xx,
 # none in (01:20, 01:25], first after it 01:27:49 / 01:27:56), and 1 h windows
 WINDOWS = [(10, 300), (30, 300), (50, 300), (55, 300), (80, 300), (85, 300), (90, 300), (120, 300),
            (60, 3600), (120, 3600)]
-WHOLE = 7500  # 25 windows of 5 min: (E0, E0 + 2 h 5 min] holds every sample
 # the parts of the formula each special window must exercise (start/end: extrapolated by half an
 # interval because the first/last sample is too far from the edge, or clamped at the counter's zero)
 EXERCISES = {(50, 300): {"end avg/2"}, (55, 300): {"start zero-clamp"},
              (80, 300): {"end avg/2"}, (90, 300): {"start avg/2"}, (60, 3600): {"reset in range"}}
 
 
-def _need_binaries() -> None:
-    missing = [b for b in ("prometheus", "promtool") if shutil.which(b) is None]
-    if missing:
-        reason = f"{' and '.join(missing)} not installed (apt-get install prometheus)"
-        if IN_CI:
-            pytest.fail(f"CI=true: {reason}; the live-Prometheus tests must run in CI")
-        pytest.skip(reason)
-
-
 # -- the dataset ---------------------------------------------------------------------------------------
-def fleet_frame() -> pd.DataFrame:
-    """TTFT and per-request TPOT histograms of a simulated 2 h, 2-replica fleet; labels as dicts,
-    each replica's samples moved by its scrape offset."""
-    sim = simulate_day(seed=11, replicas=2, hours=HOURS, warmup_s=600)
-    raw = sim.metrics_frame
-    metric = raw["metric"].astype(str)
-    raw = raw[metric.str.startswith((TTFT + "_", TPOT + "_"))]
-    cats = [json.loads(c) for c in raw["labels"].cat.categories]
-    labels = [cats[i] for i in raw["labels"].cat.codes.to_numpy()]
-    shift = pd.to_timedelta([SHIFT_S[d["instance"]] for d in labels], unit="s")
-    ts = pd.DatetimeIndex(raw["ts"]) + shift
-    return pd.DataFrame({"metric": raw["metric"].astype(str).to_numpy(), "labels": labels, "ts": ts,
-                         "value": raw["value"].to_numpy()})
-
-
 def _key(metric: str, labels: dict[str, str]) -> tuple:
     return (metric, tuple(sorted(labels.items())))
 
@@ -158,39 +124,9 @@ def _headroom_resets(points: dict[tuple, list[tuple[float, float]]]) -> dict[tup
     return out
 
 
-def _start_prometheus(tmp: Path, om: Path) -> tuple[subprocess.Popen, str]:
-    data = tmp / "data"
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
-                   check=True, capture_output=True, timeout=120)
-    cfg = tmp / "prometheus.yml"
-    cfg.write_text("global:\n  scrape_interval: 15s\n")  # no scrape jobs: it only serves the backfill
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=100y",
-         f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=1) as resp:
-                if resp.status == 200:
-                    return proc, url
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait(10)
-            raise RuntimeError("prometheus did not become ready:\n" + (tmp / "prometheus.log").read_text()[-2000:])
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    _need_binaries()
+    need_prometheus()
     tmp = tmp_path_factory.mktemp("prometheus")
     frame = fleet_frame()
     om = ef.write_openmetrics(frame, tmp / "fleet.om.txt")
@@ -200,23 +136,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         points[_key(metric, labels)].append((float(t), float(value)))
     for pts in points.values():
         pts.sort()
-    proc, url = _start_prometheus(tmp, om)
-    ws = Workspace(":memory:")
-    try:
+    with prometheus(tmp, om) as url, Workspace(":memory:") as ws:
         with urllib.request.urlopen(url + "/api/v1/status/buildinfo", timeout=10) as resp:
             version = json.load(resp)["data"]["version"]
         loaded = load.load_frame(ws, frame, "fleet")
         assert loaded.status == "loaded", loaded.errors
         yield Fleet(url=url, semantics=Semantics.for_version(version), points=dict(points),
                     resets=_headroom_resets(points), ws=ws, dataset_id=loaded.dataset_id, openmetrics=om)
-    finally:
-        ws.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -489,14 +415,12 @@ def test_the_rules_evaluate_to_the_breach_ratios(fleet: Fleet) -> None:
 
 def test_prometheus_loads_the_rules_and_evaluates_them(tmp_path: Path) -> None:
     """The rules file in a Prometheus' rule_files (evaluation every second): every rule healthy."""
-    _need_binaries()
+    need_prometheus()
     text = rules.to_yaml(rules.plan([Promise(path=PATHS[0], ttft_s=0.5, tpot_s=0.05), Promise(ttft_s=2.5)]))
     (tmp_path / "rules.yml").write_text(text)
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with running(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
                   f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log", url + "/-/ready",

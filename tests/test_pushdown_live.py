@@ -42,10 +42,10 @@ from app.store import Workspace
 from app.ui import data as data_view
 from app.ui import state
 from tests.support import export_formats as ef
+from tests.support.live_fleet import E0, SHIFT_S, WHOLE
 from tests.support.promql_oracle import Semantics, extrapolate, in_range
-from tests.support.servers import victoria_metrics
+from tests.support.servers import need_prometheus, prometheus, victoria_metrics
 from tests.support.small_export import frame as small_frame
-from tests.test_prometheus_live import E0, SHIFT_S, WHOLE, _need_binaries, _start_prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -98,19 +98,15 @@ def frame() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory, frame: pd.DataFrame) -> Iterator[Served]:
-    _need_binaries()
+    need_prometheus()
     tmp = tmp_path_factory.mktemp("pushdown-prometheus")
     om = ef.write_openmetrics(frame, tmp / "fleet.om.txt")  # also the file the CLI tests load
-    proc, url = _start_prometheus(tmp, om)
-    try:
+    with prometheus(tmp, om) as url:
         with urllib.request.urlopen(url + "/api/v1/status/buildinfo", timeout=10) as resp:
             version = json.load(resp)["data"]["version"]
         served = _served(tmp, url, Semantics.for_version(version), frame, om)
         yield served
         served.ws.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from app.promise.shares import Promise
 from app.store import Workspace
 from tests.conftest import IN_CI
 from tests.support.cli_run import run_cli, simulated_export
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = ("llama-3.1-8b-interactive", "llama-3.1-8b-batch")
@@ -42,12 +42,6 @@ RAY_TEMP_MAX = 45
 # read when ray is imported, in the head and in this process): every connection stays on loopback
 SINGLE_MACHINE = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 RETRIED = "the Ray Client server at ray://"  # how the grid says a connection was tried again
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _need_ray() -> None:
@@ -88,7 +82,7 @@ def ray_head() -> Iterator[RayHead]:
         if len(temp) > RAY_TEMP_MAX:
             os.rmdir(temp)
             temp = tempfile.mkdtemp(prefix="hr-ray-", dir="/tmp")
-        gcs, client = _free_port(), _free_port()
+        gcs, client = free_port(), free_port()
         log_path = Path(temp) / "head.log"
         with log_path.open("wb") as log:
             head = subprocess.Popen(

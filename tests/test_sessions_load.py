@@ -33,8 +33,8 @@ from app.ui import data as data_view
 from app.ui import promise as promise_view
 from app.ui import state
 from tests.support import small_export
-from tests.support.servers import running
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SLOW, _free_port, _require_browser
+from tests.support.servers import free_port, running
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SLOW, _require_browser
 from tests.test_pages import BATCH, INTERACTIVE, ROOT, make_slice
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -77,7 +77,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     env = {**os.environ, data_view.SAMPLE_ENV: str(sample), "TMPDIR": str(root / "tmp"),
            "XDG_CONFIG_HOME": str(root / "xdg-config"), "XDG_CACHE_HOME": str(root / "xdg-cache")}
     env.pop("HEADROOM_DB", None)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with running([sys.executable, "-m", "app", "dashboard", "--port", str(port), "--db", str(root / "workspace.duckdb")],
                  root / "dashboard.log", url + "/_stcore/health", b"ok", cwd=ROOT, env=env,

@@ -15,8 +15,8 @@ import pytest
 from app import cli, load
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
+from tests.support.live_fleet import E0, WHOLE, fleet_frame
 from tests.support.servers import victoria_metrics
-from tests.test_prometheus_live import E0, WHOLE, fleet_frame
 
 pytestmark = pytest.mark.prometheus
 

@@ -29,6 +29,24 @@ def answers(url: str, body: bytes | None = None) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now (bound, then released): a server started next can take
+    it, a client finds it closed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    """Terminate ``proc``, killed if it has not ended ``timeout_s`` later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout_s)
+
+
 @contextmanager
 def running(argv: Sequence[str], log_path: Path, ready_url: str, ready_body: bytes | None = None,
             timeout_s: float = 60, **popen: Any) -> Iterator[subprocess.Popen]:
@@ -44,13 +62,35 @@ def running(argv: Sequence[str], log_path: Path, ready_url: str, ready_body: byt
             time.sleep(0.1)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
         log.close()
+
+
+def need_prometheus() -> None:
+    """Skip without Debian's ``prometheus`` and ``promtool``; fail so under ``CI=true``."""
+    missing = [b for b in ("prometheus", "promtool") if shutil.which(b) is None]
+    if missing:
+        reason = f"{' and '.join(missing)} not installed (apt-get install prometheus)"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}; the live-Prometheus tests must run in CI")
+        pytest.skip(reason)
+
+
+@contextmanager
+def prometheus(tmp: Path, openmetrics: Path) -> Iterator[str]:
+    """A ``prometheus`` on 127.0.0.1 serving ``openmetrics`` (an OpenMetrics file, backfilled with
+    ``promtool tsdb create-blocks-from openmetrics``) and scraping nothing; its URL."""
+    data = tmp / "data"
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(data)],
+                   check=True, capture_output=True, timeout=120)
+    cfg = tmp / "prometheus.yml"
+    cfg.write_text("global:\n  scrape_interval: 15s\n")  # no scrape jobs: it only serves the backfill
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with running(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                  "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
+                 tmp / "prometheus.log", url + "/-/ready", timeout_s=30):
+        yield url
 
 
 @contextmanager
@@ -62,9 +102,7 @@ def victoria_metrics(tmp: Path, frame: pd.DataFrame) -> Iterator[str]:
         if IN_CI:
             pytest.fail(f"CI=true: {reason}; the VictoriaMetrics tests must run in CI")
         pytest.skip(reason)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
                   f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
