@@ -103,7 +103,7 @@ INTERNAL_ERROR = "Headroom could not read this file (an internal error"
 
 def internal_error(display: str, exc: Exception) -> str:
     """The message of a failure no reader anticipated: the load rolled back, the other files still load
-    (tests/test_fuzz_loads.py holds the readers to never getting here)."""
+    (tests/ingest/test_fuzz_loads.py holds the readers to never getting here)."""
     first = (str(exc).splitlines() or [""])[0][:200]
     return f"{display}: {INTERNAL_ERROR}, {type(exc).__name__}: {first}); nothing of it was kept. Please report it."
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,9 +12,6 @@ import pytest
 from app.economics.run import compiled
 from app.load import load_frame
 from app.store import Workspace
-
-# real /metrics captures from public repositories, copied unchanged (see their SOURCES.md)
-REAL_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 
 # an hour boundary, so windows of 1 min to 1 h start at t = 0
 T0 = 1_700_000_000 - 1_700_000_000 % 3600

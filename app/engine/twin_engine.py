@@ -8,7 +8,7 @@ front-end delay, no restart, drained to the end.
 Why a second implementation: the economics grid replays weeks of demand per scenario and seed, and
 the Python engine costs about 0.08 s per simulated replica-hour. This one follows it statement by
 statement — the same scheduler, stretches, preemptions and router, the same floating-point
-operations in the same order — so its request times are bit-identical (``tests/test_twin_engine.py``
+operations in the same order — so its request times are bit-identical (``tests/engine/test_twin_engine.py``
 holds it to that on a grid of scenarios, engines and all four routers). The Python engine stays the
 reference and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics);
 a change of mechanics goes there first, then here.

@@ -1,7 +1,7 @@
 """The policy fleet loop of :mod:`app.engine.policy_fleet` on the compiled core
 (:mod:`app.engine.twin_engine`): the same autoscaler decisions, rejections, retries and routing,
 statement by statement, so its request rows are bit-identical to the Python loop's on the twin's
-configuration (``tests/test_policy_replay.py``). A change of policy mechanics goes to the Python loop
+configuration (``tests/engine/test_policy_replay.py``). A change of policy mechanics goes to the Python loop
 first, then here.
 
 The loop (:func:`_run_policy`) takes the next arrival — a trace request, or a retry from the core's

@@ -16,7 +16,7 @@ end. The rows go into ``live_windows`` in the shape ``cube__series_windows`` giv
 cube is built by the same ``cube__build`` (path rules, priorities, the bucket envelope). Where PromQL
 and the exact cube differ — ``increase()`` extrapolates to the window's edges, does not see the delta
 from the last sample before the window, finds resets per series, and Prometheus 2.x ranges are closed
-— is said in docs/live-stores.md#pushdown-and-extrapolation; ``tests/test_pushdown_live.py`` computes the
+— is said in docs/live-stores.md#pushdown-and-extrapolation; ``tests/live/test_pushdown_live.py`` computes the
 expected values with the PromQL oracle and checks them on a real Prometheus and VictoriaMetrics.
 """
 

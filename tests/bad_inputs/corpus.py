@@ -3,7 +3,7 @@
 ``cases()`` returns one ``Case`` per kind of bad input: a file name, its bytes (or a writer, for the
 large ones), and the expected outcome: ``status`` (``loaded`` or ``failed``) and a regular expression
 that the error (failed) or one of the notes (loaded) must match. A failed file's error always starts
-with its name; where a case has a line or a series, the pattern names it. ``tests/test_bad_inputs.py``
+with its name; where a case has a line or a series, the pattern names it. ``tests/ingest/test_bad_inputs.py``
 loads each beside a good file through the CLI.
 
 Everything is generated here (nothing binary is checked in), so a case is read in one place.

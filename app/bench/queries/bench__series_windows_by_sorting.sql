@@ -3,7 +3,7 @@
 --   single-sort rewrite (that file at commit b23476d): every per-sample step spelled out —
 --   deduplicate, lag per series, a second window over (label set, scrape) for the joint reset, sum
 --   per window, windows by time_bucket. Kept as the oracle the rewrite is tested against
---   (tests/test_bench.py, through app.bench.reference.series_windows_by_sorting): same semantics,
+--   (tests/bench/test_bench.py, through app.bench.reference.series_windows_by_sorting): same semantics,
 --   another formulation, so it must give the same rows.
 -- grain: one row per (series_id, window_start)
 -- reads: cube_series, samples

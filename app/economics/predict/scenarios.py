@@ -47,7 +47,7 @@ MIN_ABS_ERROR = 0.002  # nor than +-0.2 percentage point
 FLAGGED_MIN_ABS_ERROR = 0.005  # a flagged row's, never than +-0.5 pp (the goal's absolute tolerance)
 CALIBRATION_HOURS = 6.0  # the calibration replays the busiest this many hours of the export
 # a pushdown's demand (PromQL increase() at 1-minute windows) was 7 % below the exact one on the 2-hour
-# test fleet of tests/test_pushdown_live.py: its intervals widen by 10 %
+# test fleet of tests/live/test_pushdown_live.py: its intervals widen by 10 %
 PUSHDOWN_WIDTH = 0.10
 PEAK_FLAG = 0.15  # the twin's 99th-percentile running batch more than 15 % off the fleet's flags
 RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged

@@ -1,0 +1,235 @@
+"""The docs site (``docs/``, MkDocs Material) builds strictly, covers every command and dashboard page,
+and no page, comment or query names a file or an anchor that does not exist. The generated pages (CLI
+reference, benchmarks, accuracy) equal what their generator writes from the committed input, so they
+cannot drift from the parser or from the JSON that says where and when their figures were measured."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.docgen import accuracy, bench, cli_reference, real_engine
+from tests.conftest import IN_CI
+from tests.support.paths import ROOT
+
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+
+
+def _nav_files(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [f for item in node for f in _nav_files(item)]
+    if isinstance(node, dict):
+        return [f for value in node.values() for f in _nav_files(value)]
+    return []
+
+
+NAV = _nav_files(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+
+
+# -- the build -----------------------------------------------------------------------------------------
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    """A broken link, a missing anchor or image, or a page left out of the nav fails the build."""
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    if not mkdocs.exists():
+        found = shutil.which("mkdocs")
+        if found is None:
+            message = "mkdocs is missing: pip install -e '.[docs]'"
+            if IN_CI:
+                pytest.fail(message)
+            pytest.skip(message)
+        mkdocs = Path(found)
+    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "methods" / "index.html").exists()
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(NAV) == pages
+
+
+# -- coverage --------------------------------------------------------------------------------------------
+def test_every_cli_command_has_its_page() -> None:
+    for name in cli_reference.subcommands():
+        assert f"cli/{name}.md" in NAV, f"headroom {name} has no page in the docs"
+        text = (DOCS / "cli" / f"{name}.md").read_text()
+        assert text.startswith(f"# headroom {name}\n")
+        assert f"reference/cli.md#headroom-{name}" in text
+        assert f"## headroom {name}\n" in (DOCS / "reference" / "cli.md").read_text()
+
+
+def _dashboard_pages() -> list[str]:
+    """The titles of the router's ``st.Page(..., title=...)`` calls."""
+    tree = ast.parse((ROOT / "app" / "streamlit_app.py").read_text())
+    return [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "Page" for kw in node.keywords if kw.arg == "title"]
+
+
+def test_every_dashboard_page_has_its_page_and_its_screenshot() -> None:
+    titles = _dashboard_pages()
+    assert len(titles) == 6
+    for title in titles:
+        slug = re.sub(r"\W+", "-", title.lower()).strip("-")
+        assert f"dashboard/{slug}.md" in NAV, f"the dashboard's {title} page has no docs page"
+        text = (DOCS / "dashboard" / f"{slug}.md").read_text()
+        assert text.startswith(f"# {title}\n")
+        pictures = re.findall(r"!\[[^\]]*\]\(\.\./img/dashboard/([\w.-]+)\)", text)
+        assert pictures, f"docs/dashboard/{slug}.md shows no screenshot"
+        for picture in pictures:  # written by tests/browser/test_journey.py's journey
+            assert picture in (ROOT / "tests" / "browser" / "test_journey.py").read_text()
+            assert (DOCS / "img" / "dashboard" / picture).exists()
+
+
+# -- references --------------------------------------------------------------------------------------------
+def _tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return [ROOT / f for f in out if (ROOT / f).is_file()]
+
+
+TEXT = (".py", ".sql", ".md", ".yml", ".yaml", ".csv", ".json")
+TRACKED = _tracked()
+SCANNED = [p for p in TRACKED if (p.suffix in TEXT or p.name == "run")
+           and not str(p.relative_to(ROOT)).startswith(("tests/fixtures/", "docs/data/", "data/sample/"))
+           and p.name != "test_docs.py"]
+# a path in the repository: app/..., tests/..., queries/..., data/..., docs/..., .ci/... (not inside a URL
+# or another project's path such as vllm:docs/...); the character after it tells a prefix in an f-string
+REPO_PATH = re.compile(r"(?<![\w./:~$-])((?:app|tests|queries|data|docs|\.ci)/[\w./-]*\w)(.?)")
+# a bare Markdown file name, not a string literal (a download's name) nor a call (escape.md(...))
+BARE_MD = re.compile(r"(?<![\w./:~$'\"-])([\w-]+\.md)\b(?!\()")
+# a code file named in backticks in a Markdown page: `policy_fleet.py`, `records__from_genai_perf.sql`
+BARE_CODE = re.compile(r"`([a-z]\w*\.(?:py|sql))`")
+NAMES = {p.name for p in TRACKED}
+NAMES_OUTSIDE_DOCS = {p.name for p in TRACKED if p.relative_to(ROOT).parts[0] != "docs"}
+AT_ROOT = {p.name for p in TRACKED if p.parent == ROOT}
+PATHS = [str(p.relative_to(ROOT)) for p in TRACKED]
+
+
+def _problems(path: Path, rel: Path | None = None) -> list[str]:
+    """The references of ``path`` (at ``rel`` in the repository) to files that do not exist."""
+    text = path.read_text(errors="replace")
+    rel = rel or path.relative_to(ROOT)
+    out = []
+    for ref, after in REPO_PATH.findall(text):
+        if (ROOT / ref).exists() or (ROOT / f"{ref}.py").exists():
+            continue
+        if after in "{*<" and after and any(p.startswith(ref) for p in PATHS):  # f"queries/ingest/ingest__{name}.sql"
+            continue
+        out.append(f"{rel}: {ref}")
+    for ref in BARE_MD.findall(text):
+        if ref.startswith("FILE"):  # a placeholder in a usage line
+            continue
+        if rel.parts[0] == "docs":  # a page's link, relative to the page, or a file at the root named
+            ok = (path.parent / ref).exists() or ref in AT_ROOT
+        elif str(rel) == "mkdocs.yml" or rel.parts[:2] == ("app", "docgen"):  # docs pages by their docs path
+            ok = (DOCS / ref).exists()
+        else:  # a file of the repository, not a docs page: those are cited as docs/PAGE.md
+            ok = ref in NAMES_OUTSIDE_DOCS
+        if not ok:
+            out.append(f"{rel}: {ref}")
+    for ref in BARE_CODE.findall(text) if path.suffix == ".md" else ():
+        if ref not in NAMES:
+            out.append(f"{rel}: {ref}")
+    return out
+
+
+def test_no_reference_to_a_file_that_is_not_in_the_repository() -> None:
+    problems = [p for path in SCANNED for p in _problems(path)]
+    assert problems == []
+
+
+def test_the_reference_finder_finds_a_missing_file(tmp_path: Path) -> None:
+    probe = tmp_path / "notes.md"
+    probe.write_text("see methods.md and app/nothing_here.py and queries/promise/promise__shares.sql, `gone.py`\n")
+    assert _problems(probe, Path("notes.md")) == ["notes.md: app/nothing_here.py", "notes.md: methods.md",
+                                                  "notes.md: gone.py"]
+
+
+def slugify(heading: str) -> str:
+    """The anchor MkDocs (Python-Markdown's toc) gives a heading without an explicit ``{#id}``."""
+    text = re.sub(r"`|\*\*|\[|\]\([^)]*\)", "", heading)
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    out = set()
+    for line in page.read_text().splitlines():
+        match = re.match(r"^#{1,6} (.*?)(?:\s*\{#([\w-]+)\})?\s*$", line)
+        if match:
+            out.add(match.group(2) or slugify(match.group(1)))
+    return out
+
+
+def test_every_docs_anchor_the_code_cites_exists() -> None:
+    """``docs/methods.md#joint-resets`` in a comment, a query header or a page is a heading of that page."""
+    cited = re.compile(r"docs/([\w/-]+\.md)#([\w-]+)")
+    missing, seen = [], 0
+    for path in SCANNED:
+        for page, anchor in cited.findall(path.read_text(errors="replace")):
+            seen += 1
+            if anchor not in anchors(DOCS / page):
+                missing.append(f"{path.relative_to(ROOT)}: docs/{page}#{anchor}")
+    assert missing == []
+    assert seen >= 30  # every former methods.md reference points here
+
+
+# -- generated pages ---------------------------------------------------------------------------------------
+def test_the_cli_reference_is_the_parsers() -> None:
+    assert (DOCS / "reference" / "cli.md").read_text() == cli_reference.page()
+
+
+@pytest.mark.parametrize(("page", "source", "render"), [
+    ("benchmarks.md", "bench.json", bench.page),
+    ("accuracy.md", "accuracy.json", accuracy.page),
+    ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
+    ("accuracy-real-engine.md", "real-engine.json", real_engine.page),
+])
+def test_a_results_page_is_its_json_rendered(page: str, source: str, render: object) -> None:
+    doc = json.loads((DOCS / "data" / source).read_text())
+    text = (DOCS / page).read_text()
+    assert text == render(doc)  # type: ignore[operator]
+    prov = doc["provenance"]
+    assert prov["commit"] and prov["date"] and prov["machine"]["cpu"] and prov["machine"]["cores"]
+    assert f"at commit `{prov['commit'][:10]}`" in text and prov["date"] in text and prov["machine"]["cpu"] in text
+
+
+def test_a_document_without_provenance_is_refused() -> None:
+    doc = json.loads((DOCS / "data" / "bench.json").read_text())
+    doc.pop("provenance")
+    with pytest.raises(ValueError, match="no provenance"):
+        bench.page(doc)
+
+
+def test_the_generator_writes_the_page_it_is_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "accuracy.md"
+    from app.docgen.__main__ import main
+
+    assert main(["accuracy", "--from", str(DOCS / "data" / "accuracy.json"), "--out", str(out)]) == 0
+    assert out.read_text().startswith("# Accuracy of the economics\n")
+
+
+# -- the README --------------------------------------------------------------------------------------------
+def test_the_readme_is_a_front_door() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    assert "<!-- test-command -->" in text and "<!-- /test-command -->" in text
+    assert re.search(r"^!\[.*\]\(docs/img/dashboard/[\w.-]+\.png\)", text, re.M), "one screenshot"
+    for command in ("headroom report", "headroom scenarios", "headroom tail"):
+        assert command in text
