@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-APP = Path(__file__).resolve().parents[1] / "app"
+from app import sql
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app"
+DOC = ROOT / "docs" / "architecture.md"
 
 # bottom to top; a module may import its own layer or those below. The CLI, benchmarks and pages are
 # the top: nothing imports them.
@@ -138,3 +144,75 @@ def test_imports_sit_at_the_top(name: str) -> None:
         return
     inner = [f"line {line}: {target}" for target, line, top in _imports(MODULES[name]) if not top]
     assert inner == [], f"{name} imports inside a function"
+
+
+# -- the docs' drawing of the layers and their table of the SQL behind a number on screen -------------------
+def _section(title: str) -> str:
+    text = DOC.read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def _drawn_path(module: str) -> str:
+    path = module.replace(".", "/")
+    return f"{path}/" if (ROOT / path).is_dir() else f"{path}.py"
+
+
+def test_the_layers_drawn_are_the_layers_held() -> None:
+    """Every member of ``LAYERS`` is drawn in docs/architecture.md, each layer above those it may import."""
+    drawing = _section("Layers").split("```")[1].splitlines()
+    line = {}
+    for members in LAYERS:
+        for module in members:
+            if module == "app.__main__":  # ``python -m app`` is the CLI
+                continue
+            where = [i for i, text in enumerate(drawing) if _drawn_path(module) in text]
+            assert where, f"{_drawn_path(module)} is not drawn"
+            line[module] = where[0]
+    rank = {m: r for r, members in enumerate(LAYERS) for m in members}
+    below_drawn_above = [(lower, higher) for lower in line for higher in line
+                         if rank[lower] < rank[higher] and line[lower] < line[higher]]
+    assert below_drawn_above == []
+
+
+def _screen_rows() -> list[tuple[str, str, str]]:
+    rows = [r.strip().strip("|").split(" | ") for r in _section("The SQL behind a number on screen").splitlines()
+            if r.startswith("| ") and not r.startswith("| on screen") and not r.startswith("| ---")]
+    assert len(rows) >= 10 and all(len(r) == 3 for r in rows), rows
+    return [(a.strip(), b.strip(), c.strip()) for a, b, c in rows]
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_the_sql_behind_a_number_on_screen_names_what_exists() -> None:
+    """Each function of docs/architecture.md's table resolves, and each query file it names is a query of
+    the registry at that path (a ``*`` stands for at least one)."""
+    queries = {str(q.path.relative_to(ROOT)) for q in sql.all_queries()}
+    missing = []
+    for screen, function, query in _screen_rows():
+        missing += [f"{screen}: {f}" for f in re.findall(r"`(app(?:\.\w+)+)`", function) if not _resolves(f)]
+        for path in re.findall(r"`(queries/[\w/*]+\.sql)`", query):
+            pattern = re.compile(re.escape(path).replace(r"\*", r"\w+") + "$")
+            if not any(pattern.match(q) for q in queries):
+                missing.append(f"{screen}: {path}")
+    assert missing == []
+
+
+def test_the_table_check_finds_a_stale_row() -> None:
+    assert _resolves("app.promise.shares.evaluate") and not _resolves("app.promise.shares.nothing_here")
+    assert not _resolves("app.economics.capacity.fit_model")  # the module's former place
+
