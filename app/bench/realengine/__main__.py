@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         q = sub.add_parser(name)
         q.add_argument("--workdir", type=Path, required=True)
         if name == "run":
-            q.add_argument("name", choices=sorted(suite.SCENARIOS))
+            q.add_argument("name", choices=sorted(suite.SCENARIOS) + sorted(suite.PREFIX_SCENARIOS))
         if name == "suite":
             q.add_argument("--only", help="comma-separated scenario names (default: all)")
         if name != "run":

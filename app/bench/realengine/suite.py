@@ -16,7 +16,7 @@ from app import provenance
 from app.bench.realengine import compare as cp
 from app.bench.realengine import fleet as fl
 from app.bench.realengine.run import RunSpec, run
-from app.bench.realengine.trace import TraceSpec
+from app.bench.realengine.trace import Conversations, TraceSpec
 from app.economics.predict import scenarios as sc
 
 OBSERVED = (1, 1.0, 1.0)
@@ -33,7 +33,24 @@ SCENARIOS: dict[str, tuple[int, float, float, int]] = {
 GIVEN = {"max_num_seqs": 32, "max_num_batched_tokens": 512, "max_model_len": 2048}
 
 
+# The prefix-cache family (its own work directory): every request starts with its path's system prompt
+# (two KV blocks of the CPU build's 128 tokens) and a conversation's later turns resend the earlier
+# ones with the engine's answers, so that vLLM's prefix cache serves tens of per cent of the prompt
+# tokens. Observed: one replica with the cache on (vLLM's default); truths: the cache off, and two
+# replicas at twice the traffic under load-based and under prefix-aware (sticky) routing.
+PREFIX_TRACE = TraceSpec(rate=1.0, conversations=Conversations(system_tokens=256, turns_mean=2.5))
+# name -> (replicas, traffic, prefix caching, the driver's router)
+PREFIX_SCENARIOS: dict[str, tuple[int, float, bool, str]] = {
+    "p-n1-x1.0": (1, 1.0, True, "least_outstanding"), "p-n1-x1.0-off": (1, 1.0, False, "least_outstanding"),
+    "p-n2-x2.0": (2, 2.0, True, "least_outstanding"), "p-n2-x2.0-sticky": (2, 2.0, True, "sticky"),
+}
+
+
 def spec_of(name: str, trace: TraceSpec | None = None, flags: fl.EngineFlags | None = None) -> RunSpec:
+    if name in PREFIX_SCENARIOS:
+        n, g, caching, router = PREFIX_SCENARIOS[name]
+        return RunSpec(name=name, replicas=n, traffic=g, context=1.0, trace=trace or PREFIX_TRACE,
+                       flags=flags or fl.EngineFlags(prefix_caching=caching), router=router)
     n, g, m, repeat = SCENARIOS[name]
     return RunSpec(name=name, replicas=n, traffic=g, context=m, repeat=repeat, trace=trace or TraceSpec(),
                    flags=flags or fl.EngineFlags())
