@@ -112,9 +112,8 @@ class Residual:
         the observed share is a count of the export's requests, the twin's a mean of a few seeds."""
         if metric == "joint":
             return False
-        observed = getattr(self, f"{metric}_observed")
-        return not math.isnan(observed) and abs(getattr(self, f"{metric}_predicted") - observed) <= getattr(
-            self, f"{metric}_noise")
+        observed, predicted = getattr(self, f"{metric}_observed"), getattr(self, f"{metric}_predicted")
+        return not math.isnan(observed) and abs(predicted - observed) <= getattr(self, f"{metric}_noise")
 
     def as_json(self) -> dict[str, float]:
         return asdict(self)
