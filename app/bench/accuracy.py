@@ -268,7 +268,8 @@ def autoscaler_rows(names: Sequence[str] | None = None, seeds: int = 3, all_poli
                 out.append({"fleet": name, "policy": label, "path": p.path, "twin": p.breach_share,
                             "low": p.breach_share_low, "high": p.breach_share_high, "truth": truth_[p.path],
                             "relative_error": (p.breach_share - truth_[p.path]) / truth_[p.path] if truth_[p.path] else None,
-                            "twin_mean_replicas": pp.replica_hours / hours, "true_mean_replicas": true_mean})
+                            "twin_mean_replicas": pp.replica_hours / hours, "true_mean_replicas": true_mean,
+                            "flagged": p.flagged})
     return out
 
 

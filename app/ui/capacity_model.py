@@ -23,6 +23,8 @@ MODEL_ROWS = (
     ("step_per_prefill_pair_s", "step time: per prefill attention pair", 1e9, "ns per pair"),
     ("tpot_scale", "calibration: decode step time ×", 1.0, "factor"),
     ("prefill_scale", "calibration: prefill time ×", 1.0, "factor"),
+    ("frontend_s", "API server's part of TTFT", 1e3, "ms"),
+    ("prefix_cache", "prompt tokens served from the prefix cache", 100.0, "%"),
     ("kv_tokens", "KV capacity", 1.0, "tokens"),
     ("max_num_seqs", "max_num_seqs", 1.0, "sequences"),
     ("max_num_batched_tokens", "max_num_batched_tokens", 1.0, "tokens per step"),

@@ -2,7 +2,9 @@
 -- purpose: what each replica did between two consecutive scrapes of it, from the series every vLLM
 --   export holds: inter-token gaps (the ITL histogram's `_count` and `_sum` increases), tokens
 --   generated and prefilled, steps (the iteration-tokens histogram's `_count`, when exported),
---   preemptions, first tokens, queue and prefill times (TTFT, queue-time and prefill-time
+--   preemptions, prompt tokens served from the prefix cache (`cached_tokens`: the local prefix
+--   cache's hits, else every cached prompt token; null where neither is exported), first tokens,
+--   queue and prefill times (TTFT, queue-time and prefill-time
 --   `_count`/`_sum`; prefill-time only where the engine exports it, vLLM 0.6.4+), and the running,
 --   waiting and KV gauges at both ends. Short intervals see a steady batch: the step-time fit and the
 --   twin's calibration read these rows. An interval in which any counter of the replica went down
@@ -12,7 +14,8 @@
 -- reads: capacity_series, samples
 -- @param dataset_ids INTEGER[]  datasets to read (one value per series and time: the highest)
 -- @returns replica VARCHAR, ts TIMESTAMP, dt_s DOUBLE, itl_count DOUBLE, itl_sum DOUBLE,
---   generation_tokens DOUBLE, prompt_tokens DOUBLE, steps DOUBLE, preemptions DOUBLE, ttft_count DOUBLE,
+--   generation_tokens DOUBLE, prompt_tokens DOUBLE, steps DOUBLE, preemptions DOUBLE, cached_tokens DOUBLE,
+--   ttft_count DOUBLE,
 --   ttft_sum DOUBLE, queue_count DOUBLE, queue_sum DOUBLE, prefill_count DOUBLE, prefill_sum DOUBLE,
 --   running DOUBLE, running_before DOUBLE,
 --   waiting DOUBLE, waiting_before DOUBLE, kv_usage DOUBLE, kv_before DOUBLE, resets BIGINT
@@ -32,7 +35,8 @@ wanted as (
     from capacity_series
     where (signal in ('itl', 'ttft', 'queue', 'prefill') and suffix in ('count', 'sum'))
         or (signal = 'iteration_tokens' and suffix = 'count')
-        or (signal in ('generation_tokens_total', 'prompt_tokens_total', 'preemptions') and suffix in ('total', ''))
+        or (signal in ('generation_tokens_total', 'prompt_tokens_total', 'preemptions', 'prefix_cache_hits_total',
+                       'prompt_tokens_cached_total') and suffix in ('total', ''))
         or (signal in ('running', 'waiting', 'kv_usage') and suffix = '')
 ),
 
@@ -61,6 +65,8 @@ per_scrape as (
         sum(value - before) filter (where what = 'prompt_tokens') as prompt_tokens,
         sum(value - before) filter (where what = 'steps') as steps,
         sum(value - before) filter (where what = 'preemptions') as preemptions,
+        sum(value - before) filter (where what = 'prefix_cache_hits') as prefix_hits,
+        sum(value - before) filter (where what = 'prompt_tokens_cached') as prompt_cached,
         sum(value - before) filter (where what = 'ttft_count') as ttft_count,
         sum(value - before) filter (where what = 'ttft_sum') as ttft_sum,
         sum(value - before) filter (where what = 'queue_count') as queue_count,
@@ -90,6 +96,7 @@ final as (
         case when resets = 0 then prompt_tokens end as prompt_tokens,
         case when resets = 0 then steps end as steps,
         case when resets = 0 then preemptions end as preemptions,
+        case when resets = 0 then coalesce(prefix_hits, prompt_cached) end as cached_tokens,
         case when resets = 0 then ttft_count end as ttft_count,
         case when resets = 0 then ttft_sum end as ttft_sum,
         case when resets = 0 then queue_count end as queue_count,
@@ -108,7 +115,7 @@ final as (
 )
 
 select
-    replica, ts, dt_s, itl_count, itl_sum, generation_tokens, prompt_tokens, steps, preemptions, ttft_count,
+    replica, ts, dt_s, itl_count, itl_sum, generation_tokens, prompt_tokens, steps, preemptions, cached_tokens, ttft_count,
     ttft_sum, queue_count, queue_sum, prefill_count, prefill_sum, running, running_before, waiting, waiting_before, kv_usage, kv_before, resets
 from final
 where with_before > 0 and dt_s is not null

@@ -73,6 +73,37 @@ def test_fit_recovers_the_step_law_from_short_intervals(with_steps: bool) -> Non
     assert m.flags == []
 
 
+def test_a_prompt_token_the_prefix_cache_served_costs_no_prefill() -> None:
+    """An export with prefix-cache hits: vllm:prompt_tokens_total counts every prompt token, and the
+    step law is per token computed. 60 % of each interval's prompt tokens hit the cache on top of the
+    computed ones the law was built with, so read without the hits the per-token cost would be 40 %
+    of the true one; with them it is the true one, and the share is said, measured."""
+    intervals, windows = _intervals()
+    computed = intervals["prompt_tokens"]
+    served = intervals.assign(prompt_tokens=computed / 0.4, cached_tokens=computed / 0.4 * 0.6)
+    m = fit_model(served, windows, _evidence(CONFIG), Assumptions())
+    assert m.step_per_prefill_token_s == pytest.approx(TRUE["c"], rel=1e-6)
+    assert m.prefix_cached_share == pytest.approx(0.6)
+    assert m.sources["prefix_cache"].kind == "measured" and "60.0%" in m.sources["prefix_cache"].detail
+    blind = fit_model(served.drop(columns="cached_tokens"), windows, _evidence(CONFIG), Assumptions())
+    assert blind.step_per_prefill_token_s == pytest.approx(0.4 * TRUE["c"], rel=1e-6)
+    assert math.isnan(blind.prefix_cached_share) and blind.sources["prefix_cache"].kind == "assumed"
+    assert "faster prefill" in blind.sources["prefix_cache"].detail
+
+
+def test_the_api_servers_part_of_ttft_is_measured_where_prefill_time_is_exported() -> None:
+    """Mean TTFT 200 ms (10 first tokens, 2 s per interval), mean queue time 50 ms, mean prefill
+    (scheduled to first token) 120 ms: 30 ms outside the engine. Without the prefill histogram it
+    cannot be told from the prefill: 0, assumed."""
+    intervals, windows = _intervals()
+    with_prefill = intervals.assign(prefill_count=10.0, prefill_sum=1.2)
+    m = fit_model(with_prefill, windows, _evidence(CONFIG), Assumptions())
+    assert m.frontend_s == pytest.approx(0.2 - 0.05 - 0.12)
+    assert m.sources["frontend_s"].kind == "measured" and "30.0 ms" in m.sources["frontend_s"].detail
+    m0 = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
+    assert m0.frontend_s == 0.0 and m0.sources["frontend_s"].kind == "assumed"
+
+
 def test_a_batch_that_grows_less_efficient_is_fitted_only_when_the_data_shows_it() -> None:
     intervals, windows = _intervals()
     batch = intervals["itl_sum"] / intervals["dt_s"]

@@ -129,8 +129,9 @@ def test_explained_bounds_on_hand_computed_shares() -> None:
 
 def test_twin_attribution_against_the_fleets_own_simulator(rag: Fleet) -> None:
     """The twin, fitted on the export alone, replayed at N and 4 N: the part capacity causes within
-    +-25 % (or 0.2 pp) of the truth (the fleet's simulator replaying the same arrivals at 4 N), the
-    true shares inside the intervals; money = share x requests per month x price."""
+    +-25 % (or 0.2 pp) of the truth (the fleet's simulator replaying the same arrivals at 4 N) where
+    the twin stands behind it (unflagged), the true shares inside the intervals always; money = share
+    x requests per month x price."""
     c = rag.case
     promises = [Promise(path=p, ttft_s=t, tpot_s=y) for p, (t, y) in c.promises.items()]
     analysis = sc.analyse(rag.ws, [rag.dataset_id], promises, ["model_name"], Assumptions(**c.given), seeds=2)
@@ -140,7 +141,12 @@ def test_twin_attribution_against_the_fleets_own_simulator(rag: Fleet) -> None:
         true_capacity = at_n[path]["joint"] - ample[path]["joint"]
         assert true_capacity > 0.005, "the fleet must have capacity breaches for the test to mean something"
         assert r.ample_replicas == 4 * c.replicas
-        assert abs(r.capacity_share - true_capacity) <= max(0.25 * true_capacity, 0.002)
+        # the accuracy goal of the harness: an unflagged share within tolerance, a flagged one's
+        # interval holding the truth (and saying why it is wide)
+        if r.flagged:
+            assert r.flags
+        else:
+            assert abs(r.capacity_share - true_capacity) <= max(0.25 * true_capacity, 0.002)
         assert r.capacity_share_low <= true_capacity <= r.capacity_share_high
         assert r.intrinsic_share_low <= ample[path]["joint"] <= r.intrinsic_share_high
         assert r.capacity_fraction > 0.8  # on this fleet nearly every breach is capacity's

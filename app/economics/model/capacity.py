@@ -21,7 +21,8 @@ What the model needs and where each value comes from (its *source*, shown with i
   mean step is the mean inter-token latency (ITL ``_sum``/``_count``: every decoding request's gap is
   the step it waited for; idle time between requests is not in it) and B = ITL ``_sum`` / interval
   (the time-averaged number of decoding requests). The coefficients by non-negative least squares
-  (b2 only where it cuts the fit's error by ``CURVATURE_GAIN``); the overall level of the decode and
+  (a term beyond the fixed, per-sequence and per-prefill-token parts only where it cuts the law's
+  error on held-out stretches of time by ``CURVATURE_GAIN``); the overall level of the decode and
   prefill parts is then calibrated on the twin at the observed fleet size (``calibrated``).
   ``iteration_tokens_total``, when exported, bounds ``max_num_batched_tokens``.
 - **saturation**: whether the data ever shows a full KV cache, a queue or preemptions. If it never
@@ -49,7 +50,8 @@ from app.store import Workspace
 
 KV_FULL = 0.95
 MIN_INTERVALS = 10
-CURVATURE_GAIN = 0.05  # the batch-squared term must cut the step fit's RMSE by 5 %
+CURVATURE_GAIN = 0.02  # a term beyond the core must cut the step law's held-out RMSE by 2 %
+HELD_OUT_FOLDS = 5  # contiguous blocks of scrape intervals, each predicted by a law fitted on the rest
 
 # vLLM's defaults, used when neither the user nor the data says otherwise
 DEFAULT_MAX_NUM_SEQS = 256
@@ -58,7 +60,7 @@ DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_ROUTER = "least_outstanding"
 COMMON_MAX_MODEL_LENS = (32768, 131072, 65536, 16384, 8192, 4096, 2048, 262144)
-SOURCES = ("given", "engine config", "fitted", "calibrated", "assumed")
+SOURCES = ("given", "engine config", "measured", "fitted", "calibrated", "assumed")  # measured: counted exactly
 VLLM_KV_HINT = ("pass --kv-cache-tokens N (vLLM prints 'GPU KV cache size: N tokens' at start-up) or export "
                 "vllm:cache_config_info")
 
@@ -139,6 +141,11 @@ class ReplicaModel:
     flags: list[str] = field(default_factory=list)  # what could not be identified, and what would fix it
     step_basis: str = ""  # which series the step time was fitted on
     step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
+    # the API server's part of TTFT, outside the engine's queue and prefill (its mean): the twin's engine
+    # starts at the engine's arrival, so a promise on TTFT is checked against the twin's TTFT plus this
+    frontend_s: float = 0.0
+    # the share of prompt tokens the prefix cache served over the range (NaN: no prefix-cache counter)
+    prefix_cached_share: float = math.nan
 
     @property
     def kv_source(self) -> str:
@@ -173,7 +180,7 @@ PARAMETERS = {
     "step_base_s": "step_base_s", "step_per_seq_s": "step_per_seq_s", "step_per_seq_sq_s": "step_per_seq_sq_s",
     "step_per_prefill_token_s": "step_per_prefill_token_s", "step_per_context_token_s": "step_per_context_token_s",
     "step_per_prefill_pair_s": "step_per_prefill_pair_s", "tpot_scale": "assumptions.tpot_scale",
-    "prefill_scale": "assumptions.prefill_scale",
+    "prefill_scale": "assumptions.prefill_scale", "frontend_s": "frontend_s", "prefix_cache": "prefix_cached_share",
 }
 
 
@@ -345,6 +352,49 @@ def busy_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
     return steady[ok.fillna(False)]
 
 
+def computed_prompt_tokens(intervals: pd.DataFrame) -> np.ndarray:
+    """Per scrape interval, the prompt tokens the engine prefilled: every prompt token less those the
+    prefix cache served (``cached_tokens``; where the export has no prefix-cache counter, none)."""
+    prompt = intervals["prompt_tokens"].fillna(0).to_numpy(float)
+    if "cached_tokens" not in intervals:
+        return prompt
+    return np.maximum(prompt - intervals["cached_tokens"].fillna(0).to_numpy(float), 0.0)
+
+
+def frontend_source(intervals: pd.DataFrame) -> tuple[float, Source]:
+    """The mean time a request spends outside the engine's queue and prefill (the API server: parsing,
+    tokenization, the hops to the engine core and back): mean TTFT less mean queue time less mean
+    prefill time, where all three histograms are exported."""
+    steady = steady_intervals(intervals)
+    need = ("ttft_sum", "ttft_count", "queue_sum", "queue_count", "prefill_sum", "prefill_count")
+    if steady.empty or any(c not in steady for c in need) or not (steady["prefill_count"].fillna(0) > 0).any():
+        return 0.0, Source("assumed", "0: without the prefill-time histogram the front end cannot be told from "
+                           "the prefill, and the calibration of the prefill on TTFT minus queue time holds it")
+    sums = {c: float(steady[c].fillna(0).sum()) for c in need}
+    if min(sums["ttft_count"], sums["queue_count"], sums["prefill_count"]) <= 0:
+        return 0.0, Source("assumed", "0: no request finished in the steady scrape intervals")
+    ttft, queue = sums["ttft_sum"] / sums["ttft_count"], sums["queue_sum"] / sums["queue_count"]
+    prefill = sums["prefill_sum"] / sums["prefill_count"]
+    front = max(ttft - queue - prefill, 0.0)
+    return front, Source("measured", f"{1000 * front:.1f} ms: mean TTFT {1000 * ttft:.1f} ms less mean queue time "
+                         f"{1000 * queue:.1f} ms less mean prefill time {1000 * prefill:.1f} ms")
+
+
+def prefix_cache_source(intervals: pd.DataFrame) -> tuple[float, Source]:
+    """The share of prompt tokens the prefix cache served over the range, and where it came from."""
+    steady = steady_intervals(intervals)
+    if steady.empty or "cached_tokens" not in steady or steady["cached_tokens"].isna().all():
+        return math.nan, Source("assumed", "no prefix-cache counter in the export (vllm:prefix_cache_hits_total "
+                                "or vllm:prompt_tokens_cached_total): the fit assumed no prefix caching, so a "
+                                "cache's hits, if any, show as a faster prefill per token")
+    ok = steady[steady["cached_tokens"].notna()]
+    prompt = float(ok["prompt_tokens"].fillna(0).sum())
+    share = float(ok["cached_tokens"].sum()) / prompt if prompt > 0 else 0.0
+    return share, Source("measured", f"{share:.1%} of prompt tokens served from the prefix cache "
+                         "(vllm:prefix_cache_hits_total over vllm:prompt_tokens_total); the step law is "
+                         "fitted on the tokens computed")
+
+
 def _pairs_per_prefill_token(intervals: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
     """Per interval, the attention pairs a prefilled token costs: sum p^2 / (2 sum p) of the prompts
     of its replica's 5-minute window (length histograms are per window, not per scrape)."""
@@ -374,6 +424,23 @@ def _nnls_subset(columns: list[np.ndarray], kept: list[int], y: np.ndarray) -> t
     return _nnls(design, y)
 
 
+def _held_out_rmse(columns: list[np.ndarray], kept: list[int], y: np.ndarray) -> float:
+    """The RMSE of ``_nnls_subset`` on intervals it was not fitted on: the rows in ``HELD_OUT_FOLDS``
+    contiguous blocks of time, each predicted by the law fitted on the others (a term that fits the
+    noise of some stretch does not carry to the next)."""
+    n = len(y)
+    fold = np.arange(n) * HELD_OUT_FOLDS // max(n, 1)
+    errors = np.empty(n)
+    for k in range(HELD_OUT_FOLDS):
+        test = fold == k
+        if not test.any() or test.all():
+            continue
+        design = np.column_stack([c if j in kept else np.zeros(n) for j, c in enumerate(columns)])
+        coef, _ = _nnls(design[~test], y[~test])
+        errors[test] = y[test] - design[test] @ coef
+    return float(np.sqrt((errors ** 2).mean()))
+
+
 def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[str]
                   ) -> tuple[np.ndarray, FitQuality, str]:
     """(a, b, c, d', e, b2) of the mean step time per busy scrape interval, the fit quality, and the
@@ -395,14 +462,15 @@ def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[st
     steps = dt / step_s
     decoding = busy["itl_sum"].to_numpy(float) / dt
     basis = "mean inter-token latency per scrape interval against the running batch and prefill tokens"
-    prefill = busy["prompt_tokens"].fillna(0).to_numpy(float) / steps
+    # a prompt token the prefix cache served costs no prefill: the law is per token computed
+    prefill = computed_prompt_tokens(busy) / steps
     pairs = prefill * _pairs_per_prefill_token(busy, windows)
     kv = ((busy["kv_usage"] + busy["kv_before"]) / 2).fillna(0).to_numpy(float)
     columns = [np.ones(len(busy)), decoding, prefill, kv, pairs, decoding ** 2]
     # the law's core first: a fixed part per step, a part per decoding request and per prefilled token.
     # The KV tokens a step reads, the attention pairs of a prefill (p^2 / 2 for a prompt of p tokens)
-    # and a batch that grows less efficient are further terms, each kept only where it cuts the fit's
-    # error by CURVATURE_GAIN: per scrape interval they move with the core's (KV held with the batch,
+    # and a batch that grows less efficient are further terms, each kept only where it cuts the law's
+    # error on held-out stretches of time by CURVATURE_GAIN: per scrape interval they move with the core's (KV held with the batch,
     # pairs per step with prefill tokens per step), so a term free to enter can take a core term's
     # place and fit the noise instead (a pair term took the prefill cost's place on a real vLLM
     # engine, and made its long prompts twice as slow as they were)
@@ -413,8 +481,8 @@ def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[st
         if not columns[column].any():
             continue
         tried, tried_resid = _nnls_subset(columns, kept + [column], step_s)
-        rmse, tried_rmse = np.sqrt((resid ** 2).mean()), np.sqrt((tried_resid ** 2).mean())
-        if tried[column] > 0 and tried_rmse < (1 - CURVATURE_GAIN) * rmse - 1e-9:  # 1 ns: a law already exact
+        if tried[column] > 0 and _held_out_rmse(columns, kept + [column], step_s) < (
+                (1 - CURVATURE_GAIN) * _held_out_rmse(columns, kept, step_s) - 1e-9):  # 1 ns: a law already exact
             coef, resid = tried, tried_resid
             kept.append(column)
             basis += f", with a term in {what}"
@@ -461,6 +529,8 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
             flags.append("no KV-usage gauge (vllm:kv_cache_usage_perc): the KV capacity cannot be fitted; "
                          + VLLM_KV_HINT)
     coef, quality, basis = fit_step_time(intervals, windows, flags)
+    cached_share, sources["prefix_cache"] = prefix_cache_source(intervals)
+    frontend_s, sources["frontend_s"] = frontend_source(intervals)
     step_source = Source("assumed" if basis == "assumed" else "fitted", basis if basis != "assumed" else
                          "vLLM-on-H100 defaults, scaled by the calibration")
     for name in ("step_base_s", "step_per_seq_s", "step_per_seq_sq_s", "step_per_prefill_token_s",
@@ -484,7 +554,8 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
         max_num_seqs=max_seqs, max_num_batched_tokens=mnbt, block_size=block_size, fit=quality,
         saturation_observed=bool(saturation), saturation_evidence=saturation, observed=observed,
         assumptions=assumptions, notes=notes, max_model_len=max_len, router=router, sources=sources,
-        flags=flags, step_basis=basis, step_per_seq_sq_s=float(coef[5]))
+        flags=flags, step_basis=basis, step_per_seq_sq_s=float(coef[5]), frontend_s=float(frontend_s),
+        prefix_cached_share=float(cached_share))
 
 
 def set_kv_tokens(model: ReplicaModel, kv_tokens: float) -> None:

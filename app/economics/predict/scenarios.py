@@ -51,6 +51,8 @@ CALIBRATION_HOURS = 6.0  # the calibration replays the busiest this many hours o
 PUSHDOWN_WIDTH = 0.10
 PEAK_FLAG = 0.15  # the twin's 99th-percentile running batch more than 15 % off the fleet's flags
 RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged
+SHARE_CLOSE_MAX = 0.05  # how far a time scale may move from its means' calibration to meet the observed shares
+CLOSING = (("prefill_scale", "ttft", "the prefill time"), ("tpot_scale", "tpot", "the decode step time"))
 RESIDUAL_FLOOR = 0.01  # shares below 1 % are compared in absolute terms (0.1 pp = 10 % of 1 %)
 PEAK_SPAN_S = 300  # the observed peak load is that of the busiest 5 minutes
 BACKLOG_S = 60.0  # a twin run whose fleet queues a backlog this long is flagged and spans the envelope
@@ -263,7 +265,8 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
 
     The steps: :func:`fit` (model, demand, observed shares), :func:`calibrate_twin` (KV capacity and
     time scales), :func:`fit_router` (the router and the calibration again if it changed), then the twin
-    replayed at the observed N (:func:`residual_views`) for :func:`residuals` and :func:`flags`."""
+    replayed at the observed N (:func:`residual_views`), its time scales closed on the observed shares
+    (:func:`close_on_shares`), for :func:`residuals` and :func:`flags`."""
     assumptions = assumptions or Assumptions()
     say = progress or (lambda _msg: None)
     fitted = fit(ws, dataset_ids, promises, path_labels, assumptions, observed_replicas)
@@ -286,6 +289,11 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
     ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
     views = residual_views(model, demand, observed.replicas, thresholds, seeds)
+    if calibrate:
+        model, views, closed = close_on_shares(model, demand, observed, thresholds, seeds, views, say)
+        if closed:
+            analysis.model = model
+            analysis.calibration["closed_on_shares"] = closed
     analysis.residuals = residuals(observed, fitted.targets, views)
     analysis.flags += flags(analysis, views, fitted.targets, seeds, say)
     analysis.fleet_residual = fleet_residual(fitted.targets, views)
@@ -427,6 +435,59 @@ def peak_load(demand: Demand, replicas: int) -> float:
     span = max(1, PEAK_SPAN_S // demand.window_s)
     per5 = np.convolve(window_requests, np.ones(span), mode="valid") / (span * demand.window_s)
     return float(np.max(per5 / replicas)) if len(per5) else 0.0
+
+
+def _pooled(views: Sequence[calibration.TwinView], observed: Observed, metric: str) -> tuple[float, float, float]:
+    """The share of ``metric`` over every path with an observed one, weighted by requests: (observed,
+    the twin's mean over ``views``, the draw's noise between them)."""
+    obs_by_path = getattr(observed, metric)
+    paths = [p for p, v in obs_by_path.items() if v is not None and math.isfinite(v)
+             and all(p in getattr(w, f"{metric}_share") for w in views)]
+    weight = np.array([observed.requests.get(p, 0.0) for p in paths], dtype=float)
+    if not paths or weight.sum() <= 0:
+        return math.nan, math.nan, 0.0
+    obs = float(np.dot(weight, [obs_by_path[p] for p in paths]) / weight.sum())
+    per_seed = [float(np.dot(weight, [getattr(v, f"{metric}_share")[p] for p in paths]) / weight.sum())
+                for v in views]
+    return obs, float(np.mean(per_seed)), sampling_noise(obs, float(weight.sum()), per_seed)
+
+
+def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thresholds: dict[str, Thresholds],
+                    seeds: int, views: list[calibration.TwinView], say: Callable[[str], None] = lambda _m: None
+                    ) -> tuple[ReplicaModel, list[calibration.TwinView], list[str]]:
+    """The time scales moved, each within ``SHARE_CLOSE_MAX``, to where the twin's breach shares at the
+    observed N meet the histograms'. The means the calibration matched pin each scale to within a few
+    per cent, and near a threshold a share answers a few per cent of prefill or step time by tens of
+    per cent: inside that range the observed shares choose (the prefill scale on TTFT, the decode
+    scale on TPOT, pooled over the paths; only where the gap is beyond the draw's noise). (model,
+    its residual views, what was moved, in words.)"""
+    closed = []
+    moved = {"prefill_scale": 1.0, "tpot_scale": 1.0}
+    # each level moves the other's share too (a slower decode step queues prefills longer): two sweeps
+    for name, metric, what in CLOSING * 2:
+        obs, pred, noise = _pooled(views, observed, metric)
+        if not (math.isfinite(obs) and math.isfinite(pred)) or abs(pred - obs) <= noise:
+            continue
+        say(f"moving {what} within {SHARE_CLOSE_MAX:.0%} to meet the observed {metric.upper()} share")
+        points = [(1.0, pred)]
+        for f in (1 - SHARE_CLOSE_MAX, 1 + SHARE_CLOSE_MAX):
+            points.append((f, _pooled(residual_views(_varied(model, name, f), demand, observed.replicas, thresholds,
+                                                     seeds), observed, metric)[1]))
+        points.sort()
+        factor = _crossing(points, obs)
+        if factor is None:  # the share does not answer this scale: leave it where the means put it
+            continue
+        # the total move stays within SHARE_CLOSE_MAX of the means' calibration
+        factor = min(max(factor * moved[name], 1 - SHARE_CLOSE_MAX), 1 + SHARE_CLOSE_MAX) / moved[name]
+        if abs(factor - 1) < 1e-3:
+            continue
+        moved[name] *= factor
+        model = _varied(model, name, factor)
+        views = residual_views(model, demand, observed.replicas, thresholds, seeds)
+        closed.append(f"{what} x{factor:.3f} of the means' calibration: the {metric.upper()} share at the observed "
+                      f"N {100 * pred:.2f} % against {100 * obs:.2f} % observed, now "
+                      f"{100 * _pooled(views, observed, metric)[1]:.2f} %")
+    return model, views, closed
 
 
 # what each parameter is, in the words of a remedy, and what would pin it down
