@@ -41,7 +41,8 @@ _OUTCOMES: tuple[tuple[str, str, str], ...] = (
     ("arrival_us", "arrival", "us"), ("eng_arrival_us", "eng_arrival", "us"), ("scheduled_us", "sched_t", "us"),
     ("first_token_us", "first_t", "us"), ("finish_us", "finish_t", "us"), ("replica", "replica", "int"),
     ("path", "path", "int"), ("prompt_tokens", "prompt", "int"), ("output_tokens", "gen", "int"),
-    ("preemptions", "npre", "int"), ("reason", "reason", "int"), ("lost", "lost", "bool"))
+    ("preemptions", "npre", "int"), ("reason", "reason", "int"), ("lost", "lost", "bool"),
+    ("cached_tokens", "cached", "int"))
 
 
 def run_arrays(run: FleetRun, release: bool = False) -> dict[str, np.ndarray]:
