@@ -7,6 +7,7 @@ per-request records (:mod:`app.simulator.records`); the economics replay counts 
 - ``queue_s`` = scheduled (first time) - the engine's arrival (a few ms after ``arrival``: tokenization)
 - ``e2e_s``   = finish - arrival
 - ``tpot_s``  = decode / (output_tokens - 1), 0 when output_tokens <= 1, where decode = finish - first_token
+- ``cached_tokens``: prompt tokens the prefix cache served at the request's first scheduling (0 without it)
 """
 
 from __future__ import annotations
