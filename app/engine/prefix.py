@@ -8,8 +8,9 @@ follow it block for block:
 - lookup: a waiting request (new, or preempted: ``num_computed_tokens == 0``) hits the longest run of
   leading cached blocks, at most ``(tokens - 1) // block_size`` of them, so that at least its last
   token is computed (and, on its first scheduling, no further than what the trace says repeats:
-  ``prefix_tokens + history_tokens``; a consistent trace never reaches that cap). Its prefill starts
-  after the hit and computes only the rest, in chunks as before.
+  ``prefix_tokens + history_tokens``, a cap that binds only on a trace whose turns do not repeat
+  their earlier turns whole). Its prefill starts after the hit and computes only the rest, in chunks
+  as before.
 - blocks: a block is held (reference count >= 1), free and cached, or free and empty. The free
   queue (``FreeKVCacheBlockQueue``) holds every free block; allocation takes the block at its head
   and evicts the key it cached; a request releases its blocks (finish or preemption) in reverse order
@@ -41,10 +42,11 @@ What is simplified against vLLM, and why no hit of the traces modelled here chan
 - vLLM does not deduplicate: a block computed while an identical one is cached is cached too. Here
   the first copy keeps the key, and a request stops registering at its first block whose key is
   already cached (its later blocks stay unkeyed, so a request's keyed blocks are always its leading
-  ones). This needs two requests of one group prefilling the same prefix blocks at once, chunk by
-  chunk, which the chain order of vLLM's scheduler (running requests allocate, and cache, before
-  waiting ones look up) makes rare; the copy it drops would only matter after the first copy was
-  evicted.
+  ones). It happens to a prompt that is a shared prefix a whole number of blocks long (its last
+  block is recomputed while cached), or to two requests of one group prefilling the same prefix
+  blocks at once, chunk by chunk, which the order of vLLM's scheduler (running requests allocate,
+  and cache, before waiting ones look up) makes rare. The copy it drops holds the same tokens as the
+  one kept: it could only serve a hit after that one was evicted.
 - a block's key is its position and its owner (group, conversation, request), not a hash of tokens:
   two groups never share a block, and a conversation's turns are consistent by construction.
 """

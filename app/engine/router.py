@@ -35,7 +35,8 @@ def choose(router: str, reps: Sequence[Replica], start: int, draw: Draw, previou
     n = len(reps)
     if router == "prefix_aware":
         best = choose("least_outstanding", reps, start, draw)
-        if previous >= 0 and reps[previous].up and reps[previous].outstanding() - reps[best].outstanding() <= margin:
+        if previous >= 0 and reps[previous].up and (reps[previous].outstanding() - reps[best].outstanding()
+                                                    <= margin):
             return previous
         return best
     if router == "least_outstanding":

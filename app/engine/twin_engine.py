@@ -7,11 +7,12 @@ front-end delay, no restart, drained to the end.
 
 Why a second implementation: the economics grid replays weeks of demand per scenario and seed, and
 the Python engine costs about 0.08 s per simulated replica-hour. This one follows it statement by
-statement — the same scheduler, stretches, preemptions and router, the same floating-point
-operations in the same order — so its request times are bit-identical (``tests/test_twin_engine.py``
-holds it to that on a grid of scenarios, engines and every router, with and without the prefix cache). The Python engine stays the
-reference and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics);
-a change of mechanics goes there first, then here.
+statement — the same scheduler, stretches, preemptions, prefix cache and router, the same
+floating-point operations in the same order — so its request times are bit-identical
+(``tests/test_twin_engine.py`` holds it to that on a grid of scenarios, engines and routers,
+``tests/test_prefix_cache.py`` with the prefix cache at work). The Python engine stays the reference
+and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics); a change of
+mechanics goes there first, then here.
 
 Layout: one structured array of request rows (a row per request, or in a counted run a ring of rows
 that the requests in flight hold: see :func:`app.engine.twin_fleet.simulate`; the replica's queues are
@@ -24,8 +25,8 @@ where a float sum or a choice depends on them.
 
 The functions without a leading underscore are what the drivers call: :func:`enqueue` (a request
 arrives at a replica), :func:`advance` (every replica's events up to a time), :func:`route`,
-:func:`read_gauges`, :func:`reset`, :func:`drain`, :func:`new_cache`, and the heap (:func:`heap_push`, :func:`heap_pop`),
-which the policy driver also keeps its retries in.
+:func:`read_gauges`, :func:`reset`, :func:`drain`, :func:`new_cache`, and the heap (:func:`heap_push`,
+:func:`heap_pop`), which the policy driver also keeps its retries in.
 """
 
 from __future__ import annotations

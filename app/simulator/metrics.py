@@ -217,7 +217,8 @@ def metrics_frames(run: FleetRun, arrays: dict[str, np.ndarray] | None = None,
             series.counter("vllm:prompt_tokens", labels,
                            np.bincount(gi_first, weights=d["prompt_tokens"][first].astype(float), minlength=n_rows))
             if caching:
-                _prompt_sources(series, labels, gi_first, d["prompt_tokens"][first], d["cached_tokens"][first], n_rows)
+                _prompt_sources(series, labels, gi_first, d["prompt_tokens"][first], d["cached_tokens"][first],
+                                n_rows)
             series.counter("vllm:generation_tokens", labels, counters.gen_tokens[:, p])
         engine = {**common, "model_name": cfg.engine.model}
         series.add("vllm:num_requests_running", engine, counters.gauges[emitted, 0])
