@@ -218,6 +218,13 @@ POLICIES = {
     "everything, power of two": ("power_of_two", Policy(
         autoscaler=Autoscaler(min_replicas=1, max_replicas=4, scale_out_at=3, out_for_s=30, cold_start_s=10,
                               cooldown_s=60, in_for_s=120), admission=Admission(1.0), retry=Retry())),
+    "admission, prefix aware": ("prefix_aware", Policy(admission=Admission(0.5), retry=Retry(attempts=2))),
+    "autoscaler on the running batch, round robin": ("round_robin", Policy(autoscaler=Autoscaler(
+        signal="running", scale_out_at=9, scale_in_at=6, min_replicas=2, max_replicas=4, out_for_s=30,
+        in_for_s=120, cold_start_s=5, cooldown_s=60))),
+    "autoscaler, random": ("random", Policy(autoscaler=Autoscaler(
+        min_replicas=1, max_replicas=4, start_replicas=2, scale_out_at=2, out_for_s=60, cold_start_s=60,
+        cooldown_s=120, in_for_s=300))),
 }
 
 
