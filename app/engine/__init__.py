@@ -1,7 +1,8 @@
 """The step-level engine: one vLLM-V1-like replica, fleets of them behind a router, and fleet policies.
 
 - :mod:`~app.engine.config`: engine limits, the step-time model, the fleet, events
-- :mod:`~app.engine.trace`: what a trace is (requests by arrival, their paths)
+- :mod:`~app.engine.trace`: what a trace is (requests by arrival, their paths, what they share)
+- :mod:`~app.engine.prefix`: vLLM's automatic prefix caching as the engines model it, the block keys
 - :mod:`~app.engine.replica`: one engine replica, event-driven — the Python reference
 - :mod:`~app.engine.fleet`: replicas behind a router, restarts (the Python reference)
 - :mod:`~app.engine.policy`, :mod:`~app.engine.policy_fleet`: autoscaler, admission, retries, and the

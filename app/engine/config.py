@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# the routers that ignore what a request shares with others (the ones the calibration chooses among)
 ROUTERS = ("least_outstanding", "round_robin", "random", "power_of_two")
+# a router that sends a conversation's turn where its previous turn ran (app/engine/router.py)
+PREFIX_ROUTERS = ("prefix_aware",)
+ALL_ROUTERS = ROUTERS + PREFIX_ROUTERS
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,11 @@ class EngineConfig:
     # share of the KV blocks an admission must leave free (vLLM V0's scheduler kept a 1 % watermark;
     # V1 keeps none): the twin assumes 0, the accuracy harness's fleets vary it
     admission_watermark: float = 0.0
+    # vLLM's automatic prefix caching (on by default in V1; the economics sets it from
+    # cache_config_info's enable_prefix_caching): it acts only on a trace whose requests say what
+    # they share (``Trace.prefix_group``/``conversation``: app/engine/prefix.py); off, or on a trace
+    # that says nothing, every prompt token is prefilled and held per request
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         # vLLM refuses to start when one max_model_len sequence does not fit in the KV cache
@@ -106,7 +115,9 @@ NO_EVENTS = Events()
 
 @dataclass(frozen=True)
 class FleetConfig:
-    """The fleet: ``replicas`` identical engines behind one router."""
+    """The fleet: ``replicas`` identical engines behind one router. ``affinity_margin`` (requests):
+    the prefix-aware router keeps a conversation's turn on the replica of its previous turn unless
+    that replica holds more than this many outstanding requests above the least loaded one."""
 
     replicas: int = 4
     router: str = "least_outstanding"
@@ -114,12 +125,15 @@ class FleetConfig:
     step: StepTime = field(default_factory=StepTime)
     scrape_interval_s: float = 15.0
     bulk: bool = True  # advance decode-only stretches in one event (False: one event per step, for tests)
+    affinity_margin: int = 16
 
     def __post_init__(self) -> None:
-        if self.router not in ROUTERS:
-            raise ValueError(f"router {self.router!r}: expected one of {', '.join(ROUTERS)}")
+        if self.router not in ALL_ROUTERS:
+            raise ValueError(f"router {self.router!r}: expected one of {', '.join(ALL_ROUTERS)}")
         if self.replicas < 1:
             raise ValueError("replicas must be >= 1")
+        if self.affinity_margin < 0:
+            raise ValueError("affinity_margin must be >= 0")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

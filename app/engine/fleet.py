@@ -21,6 +21,7 @@ import numpy as np
 
 from app.engine.config import NO_EVENTS, Events, FleetConfig
 from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
+from app.engine.prefix import prefix_keys
 from app.engine.replica import Replica, Requests, StepCounters
 from app.engine.router import choose, sampled_positions
 from app.engine.trace import Trace
@@ -86,8 +87,9 @@ def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, see
     horizon = trace.duration_s
     n_grid = int(math.floor(horizon / dt + 1e-9)) + 1
     n_paths = len(trace.spec.paths)
+    keys = prefix_keys(trace, config.engine.block_size)
     reqs = Requests(trace.arrival_s, trace.path, trace.prompt_tokens, trace.output_tokens, trace.hits_max,
-                    config.step)
+                    config.step, keys)
     counters = [StepCounters(n_grid + 1, n_paths, list(ITL_BUCKETS), list(ITERATION_TOKEN_BUCKETS))
                 for _ in range(config.replicas)]
     reps = [Replica(r, config.engine, config.step, reqs, counters[r], 0.0, dt,
@@ -146,11 +148,18 @@ def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, see
         advance(tau)
 
     arrival = reqs.arrival
+    # the replica of each conversation's latest turn (the prefix-aware router's memory)
+    conv = keys.conversation.tolist() if keys is not None else None
+    last_replica = [-1] * (keys.n_conversations if keys is not None else 0)
     for i in range(reqs.n):
         tau = arrival[i]
         run_until(tau)
         start, nxt = nxt, (nxt + 1) % config.replicas
-        reps[choose(config.router, reps, start, draw)].enqueue(i, tau)
+        c = conv[i] if conv is not None else -1
+        r = choose(config.router, reps, start, draw, last_replica[c] if c >= 0 else -1, config.affinity_margin)
+        if c >= 0:
+            last_replica[c] = r
+        reps[r].enqueue(i, tau)
     run_until(horizon)
     if drain:
         for rep in reps:

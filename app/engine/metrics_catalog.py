@@ -55,6 +55,14 @@ FINISH_HISTOGRAMS = (
     ("vllm:request_generation_tokens", "tokens", "output_tokens"),
     ("vllm:request_num_preemptions", "preemptions", "preemptions"),
 )
+# the prefix cache's counters (vLLM 0.32, as a real engine exports them): tokens queried and hit per
+# request scheduled for the first time (engine-level), and per request at its first token its prompt's
+# cached tokens and its prompt tokens by where they came from
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits"
+PROMPT_TOKENS_CACHED = "vllm:prompt_tokens_cached"
+PROMPT_TOKENS_BY_SOURCE = "vllm:prompt_tokens_by_source"
+PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 ITERATION_TOKENS = "vllm:iteration_tokens_total"

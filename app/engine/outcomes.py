@@ -7,6 +7,7 @@ per-request records (:mod:`app.simulator.records`); the economics replay counts 
 - ``queue_s`` = scheduled (first time) - the engine's arrival (a few ms after ``arrival``: tokenization)
 - ``e2e_s``   = finish - arrival
 - ``tpot_s``  = decode / (output_tokens - 1), 0 when output_tokens <= 1, where decode = finish - first_token
+- ``cached_tokens``: prompt tokens the prefix cache served at the request's first scheduling (0 without it)
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ _OUTCOMES: tuple[tuple[str, str, str], ...] = (
     ("arrival_us", "arrival", "us"), ("eng_arrival_us", "eng_arrival", "us"), ("scheduled_us", "sched_t", "us"),
     ("first_token_us", "first_t", "us"), ("finish_us", "finish_t", "us"), ("replica", "replica", "int"),
     ("path", "path", "int"), ("prompt_tokens", "prompt", "int"), ("output_tokens", "gen", "int"),
-    ("preemptions", "npre", "int"), ("reason", "reason", "int"), ("lost", "lost", "bool"))
+    ("preemptions", "npre", "int"), ("reason", "reason", "int"), ("lost", "lost", "bool"),
+    ("cached_tokens", "cached", "int"))
 
 
 def run_arrays(run: FleetRun, release: bool = False) -> dict[str, np.ndarray]:

@@ -25,6 +25,7 @@ from app.engine.config import NO_EVENTS, FleetConfig
 from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
 from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
 from app.engine.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, backoff
+from app.engine.prefix import prefix_keys
 from app.engine.replica import Replica, Requests, StepCounters
 from app.engine.router import choose, uniform_positions
 from app.engine.trace import Trace
@@ -61,6 +62,12 @@ def _append(reqs: Requests, i: int, t: float, frontend_s: float, frontend_per_to
     reqs.npre.append(0)
     reqs.reason.append(-1)
     reqs.lost.append(False)
+    reqs.cached.append(0)
+    if reqs.keys is not None:  # the same tokens again: the same blocks (the rejected try cached none)
+        for name in ("prefix_entity", "prefix_blocks", "entity", "first_cap", "conversation"):
+            values = getattr(reqs, name)
+            values.append(values[i])
+        reqs.chain.append(0)
     return j
 
 
@@ -74,8 +81,11 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
     n_grid = int(math.floor(horizon / dt + 1e-9)) + 1
     n_paths = len(trace.spec.paths)
     pool = policy.pool(config.replicas)
+    keys = prefix_keys(trace, config.engine.block_size)
     reqs = Requests(trace.arrival_s, trace.path, trace.prompt_tokens, trace.output_tokens, trace.hits_max,
-                    config.step)
+                    config.step, keys)
+    # the replica of each conversation's latest turn (the prefix-aware router's memory)
+    last_replica = [-1] * (keys.n_conversations if keys is not None else 0)
     counters = [StepCounters(n_grid + 1, n_paths, list(ITL_BUCKETS), list(ITERATION_TOKEN_BUCKETS))
                 for _ in range(pool)]
     reps = [Replica(r, config.engine, config.step, reqs, counters[r], 0.0, dt,
@@ -199,7 +209,9 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
             u1 = rng_route.random()
             if config.router == "power_of_two":
                 u2 = rng_route.random()
-        r = choose(config.router, reps, start, uniform_positions(u1, u2))
+        c = reqs.conversation[i] if keys is not None else -1
+        r = choose(config.router, reps, start, uniform_positions(u1, u2), last_replica[c] if c >= 0 else -1,
+                   config.affinity_margin)
         nxt = (r + 1) % pool  # the next search starts after this one: round robin over the ready replicas
         rep = reps[r]
         if adm is not None:
@@ -224,6 +236,8 @@ def run_policy_fleet(trace: Trace, config: FleetConfig, policy: Policy, seed: in
                     else:
                         refused += 1
                 continue
+        if c >= 0:
+            last_replica[c] = r
         rep.enqueue(i, tau)
     run_until(horizon)
     for rep in reps:

@@ -7,7 +7,10 @@ compiled copy :mod:`app.engine.twin_engine` (bit-identical on the twin's configu
 the economics replay. The twin is configured by ``app.economics.run.replay.twin_config`` from the fitted
 model alone, so a truth fleet's mechanics never reach it.
 
-Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):
+Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy; automatic prefix caching as
+:mod:`app.engine.prefix` describes, when ``EngineConfig.prefix_caching`` is on and the trace says what
+its requests share: a waiting request then starts its prefill after the blocks it hits, and the counts
+of blocks below are of distinct blocks):
 
 1. RUNNING requests in admission order each ask for their next tokens: 1 for a decoding request, the
    rest of the prompt (capped by what is left of ``max_num_batched_tokens``) for a request still in
@@ -19,6 +22,9 @@ Scheduler (vLLM V1 ``Scheduler.schedule``, FCFS policy, prefix caching off):
    (``max_num_seqs``), token budget and free KV blocks for the whole prompt remain
    (``scheduler_reserve_full_isl``, on by default; only the first chunk's blocks are allocated
    now); the first that does not fit blocks the queue.
+3. Prefix cache: blocks come from the head of a free queue (evicting what they cached), go back to
+   its tail when released; a decode stretch takes its blocks from the head in one go, so the cache's
+   work stays proportional to the blocks allocated, not to the steps.
 
 Step duration: :class:`app.engine.config.StepTime`.
 
@@ -39,13 +45,14 @@ import heapq
 import math
 import random
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
+from collections import OrderedDict, deque
 from itertools import accumulate
 
 import numpy as np
 
 from app.engine import stretch
 from app.engine.config import EngineConfig, StepTime
+from app.engine.prefix import KEY_SHIFT, PrefixKeys
 
 INF = math.inf
 NAN = math.nan
@@ -63,7 +70,7 @@ class Requests:
     """
 
     def __init__(self, arrival: np.ndarray, path: np.ndarray, prompt: np.ndarray, target: np.ndarray,
-                 hits_max: np.ndarray, step: StepTime):
+                 hits_max: np.ndarray, step: StepTime, keys: PrefixKeys | None = None):
         n = len(arrival)
         self.n = n
         self.arrival = arrival.tolist()
@@ -82,12 +89,24 @@ class Requests:
         self.reason = [-1] * n  # -1 in flight, else REASON_*
         self.lost = [False] * n  # in flight when its replica crashed: the engine never reported it
         self.last_tok = [NAN] * n  # last token time of a preempted request
+        self.cached = [0] * n  # prompt tokens hit in the prefix cache at the first scheduling
+        # the prefix cache's block keys (app.engine.prefix; None: nothing shared, no cache at work)
+        self.keys = keys
+        if keys is not None:
+            self.prefix_entity = keys.prefix_entity.tolist()
+            self.prefix_blocks = keys.prefix_blocks.tolist()
+            self.entity = keys.entity.tolist()
+            self.first_cap = keys.first_cap.tolist()
+            self.conversation = keys.conversation.tolist()
+            # leading blocks a request holds under their keys (~c: c of them, and no more to register)
+            self.chain = [0] * n
 
 
 class StepCounters:
     """Step-level observations of one replica per scrape-grid interval (index g holds what happened in
     (grid[g-1], grid[g]]): inter-token latencies and generated tokens per path, tokens per step,
-    preemptions, and the gauges a scrape at grid[g] reads."""
+    preemptions, prefix-cache queries and hits (tokens, of requests scheduled for the first time: the
+    step that scheduled them ended in the interval), and the gauges a scrape at grid[g] reads."""
 
     def __init__(self, n_grid: int, n_paths: int, itl_bounds: list[float], iter_bounds: list[float]):
         self.itl_bounds = itl_bounds
@@ -98,6 +117,8 @@ class StepCounters:
         self.iter = np.zeros((n_grid, len(iter_bounds) + 1))
         self.iter_sum = np.zeros(n_grid)
         self.preemptions = np.zeros(n_grid)
+        self.prefix_queries = np.zeros(n_grid)
+        self.prefix_hits = np.zeros(n_grid)
         self.gauges = np.zeros((n_grid, 3))  # running, waiting, kv usage (0-1)
 
 
@@ -129,6 +150,9 @@ class Replica:
         self.rng = random.Random(seed)
         self.bulk = bulk
         self.up = True
+        # the prefix cache works only when the trace says what requests share (app.engine.prefix)
+        self.caching = engine.prefix_caching and reqs.keys is not None
+        self.evictions = 0  # cached blocks whose key allocation evicted (since the start)
         self.reset(0.0)
 
     # -- state ---------------------------------------------------------------------------------------
@@ -161,6 +185,12 @@ class Replica:
         self.st_dur = 0.0
         self.st_tokens = 0
         self.st_preempt = 0
+        if self.caching:
+            # key -> references of the cached block (0: it is in the free queue); the free queue in
+            # order, head first: a cached block's key, or a negative token for an empty block
+            self.kv_ref: dict[int, int] = {}
+            self.freeq: OrderedDict[int, None] = OrderedDict.fromkeys(range(-1, -self.nb - 1, -1))
+            self.empty_token = -self.nb - 1
 
     def outstanding(self) -> int:
         """Requests routed here and not finished (what a least-outstanding router counts)."""
@@ -270,9 +300,18 @@ class Replica:
             head = waiting[0]
             room = self.budget - len(self.dec)
             first = reqs.to_prefill[head]
-            if not self.reserve_full and first > room:
-                first = room
-            if -(-first // self.bs) <= self.nb - self.used - self.wm:
+            if self.caching:
+                # what _schedule_step's admission asks of the head, its hit deducted
+                h, ev = self._lookup(head, first)
+                comp = h * self.bs
+                if not self.reserve_full and first - comp > room:
+                    first = comp + room
+                need = -(-first // self.bs) - h + ev
+            else:
+                if not self.reserve_full and first > room:
+                    first = room
+                need = -(-first // self.bs)
+            if need <= self.nb - self.used - self.wm:
                 self._schedule_step()
                 return
         self._plan_stretch()
@@ -360,11 +399,102 @@ class Replica:
             c.iter[g, ib] += cnt
             c.iter_sum[g] += n * cnt
             j = m
+        if self.caching:
+            self._allocate(self._cum(k))
         self.used += self._cum(k)
         self.S = S0 + k
         self.T = T0 + self._tau(k)
         self._pop_finishes()
         self.gauges = (len(self.running), len(self.waiting), self.used / self.nb)
+
+    # -- prefix cache (app.engine.prefix) ------------------------------------------------------------
+    def _key(self, i: int, j: int) -> int:
+        """The key of request i's block j: its shared prefix's, else its conversation's or its own."""
+        reqs = self.reqs
+        return ((reqs.prefix_entity[i] if j < reqs.prefix_blocks[i] else reqs.entity[i]) << KEY_SHIFT) | j
+
+    def _lookup(self, i: int, tot: int) -> tuple[int, int]:
+        """Request i's hit when it is admitted to compute ``tot`` tokens: its leading cached blocks (at
+        most (tot - 1) // block_size, and on its first scheduling at most its ``first_cap``) and how
+        many of them no request holds (they leave the free queue). Changes nothing."""
+        reqs = self.reqs
+        most = (tot - 1) // self.bs
+        if reqs.sched_t[i] != reqs.sched_t[i] and reqs.first_cap[i] < most:  # NaN: never scheduled
+            most = reqs.first_cap[i]
+        kv_ref = self.kv_ref
+        h = ev = 0
+        while h < most:
+            ref = kv_ref.get(self._key(i, h))
+            if ref is None:
+                break
+            if ref == 0:
+                ev += 1
+            h += 1
+        return h, ev
+
+    def _take(self, i: int, h: int) -> None:
+        """Request i holds its h hit blocks: one more reference each; an unreferenced one leaves the
+        free queue."""
+        kv_ref, freeq = self.kv_ref, self.freeq
+        for j in range(h):
+            key = self._key(i, j)
+            ref = kv_ref[key]
+            if ref == 0:
+                del freeq[key]
+            kv_ref[key] = ref + 1
+        self.reqs.chain[i] = h
+
+    def _allocate(self, n: int) -> None:
+        """n blocks from the free queue's head; a cached one loses its key (evicted)."""
+        freeq, kv_ref = self.freeq, self.kv_ref
+        for _ in range(n):
+            key = freeq.popitem(last=False)[0]
+            if key >= 0:
+                del kv_ref[key]
+                self.evictions += 1
+
+    def _register(self, i: int, full: int) -> None:
+        """Request i's blocks below ``full`` cached under their keys, from its first unkeyed one; a key
+        already cached stops it for good (the first copy keeps the key; app.engine.prefix)."""
+        reqs = self.reqs
+        c = reqs.chain[i]
+        if c < 0 or c >= full:
+            return
+        kv_ref = self.kv_ref
+        while c < full:
+            key = self._key(i, c)
+            if key in kv_ref:
+                reqs.chain[i] = ~c
+                return
+            kv_ref[key] = 1
+            c += 1
+        reqs.chain[i] = c
+
+    def _release(self, i: int, blocks: int, computed: int) -> int:
+        """Request i releases its ``blocks`` (holding ``computed`` tokens' KV; finish or preemption): its
+        full blocks of generated tokens are cached first, then every block goes, last first, onto the
+        free queue's tail unless another request still holds it. Returns the blocks that became free."""
+        self._register(i, computed // self.bs)
+        reqs = self.reqs
+        c = reqs.chain[i]
+        if c < 0:
+            c = ~c
+        kv_ref, freeq = self.kv_ref, self.freeq
+        freed = 0
+        for j in range(blocks - 1, -1, -1):
+            if j < c:
+                key = self._key(i, j)
+                ref = kv_ref[key] - 1
+                kv_ref[key] = ref
+                if ref:
+                    continue
+                freeq[key] = None
+            else:
+                freeq[self.empty_token] = None
+                self.empty_token -= 1
+            freed += 1
+        reqs.chain[i] = 0
+        return freed
 
     # -- detailed steps ------------------------------------------------------------------------------
     def _schedule_step(self) -> None:
@@ -393,28 +523,47 @@ class Replica:
             free -= dec_blocks + pf_blocks
             n_dec_sched = n_dec
             dec_ctx = n_dec * S + self.sum_q
+            if self.caching:
+                self._allocate(dec_blocks + pf_blocks)
+                for i, _, _ in sched_pf:
+                    self._register(i, to_prefill[i] // bs)
         else:
             sched_dec, budget, free, preempted = self._schedule_running_ordered(sched_pf, budget, free)
             n_dec_sched = len(sched_dec)
             dec_ctx = sum(S + dec[i] for i in sched_dec)
+        queried: list[tuple[int, int]] = []  # (prompt tokens, tokens hit) of requests scheduled first now
         if not preempted:
             waiting, sched_t = self.waiting, reqs.sched_t
-            max_seqs, reserve_full, wm = self.max_seqs, self.reserve_full, self.wm
+            max_seqs, reserve_full, wm, caching = self.max_seqs, self.reserve_full, self.wm, self.caching
+            h = ev = comp = 0  # without the cache: no hit
             while waiting and budget > 0 and len(running) < max_seqs:
                 i = waiting[0]
                 tot = to_prefill[i]
-                ntok = tot if tot < budget else budget
-                nblk = -(-ntok // bs)
-                if (-(-tot // bs) if reserve_full else nblk) > free - wm:
+                if caching:
+                    h, ev = self._lookup(i, tot)
+                    comp = h * bs
+                rest = tot - comp
+                ntok = rest if rest < budget else budget
+                nblk = -(-(comp + ntok) // bs) - h
+                # the whole prompt's blocks (or the chunk's), those hit deducted, plus the hit blocks
+                # that leave the free queue
+                if (-(-tot // bs) - h if reserve_full else nblk) + ev > free - wm:
                     break
                 waiting.popleft()
                 running[i] = None
-                pf[i] = 0
+                pf[i] = comp
                 if sched_t[i] != sched_t[i]:  # NaN: first time scheduled
                     sched_t[i] = T
-                sched_pf.append((i, ntok, 0))
+                    if caching:
+                        reqs.cached[i] = comp
+                        queried.append((tot, comp))
+                if caching:
+                    self._take(i, h)
+                    self._allocate(nblk)
+                    self._register(i, (comp + ntok) // bs)
+                sched_pf.append((i, ntok, comp))
                 budget -= ntok
-                free -= nblk
+                free -= nblk + ev
         self.used = self.nb - free
         pf_tok = pf_ctx = 0
         pairs = 0.0
@@ -431,6 +580,12 @@ class Replica:
         self.st_dec, self.st_pf, self.st_dur = sched_dec, sched_pf, dur
         self.st_tokens, self.st_preempt = n_dec_sched + pf_tok, preempted
         self.plan, self.plan_end = STEP, T + dur
+        if queried:  # vLLM publishes the scheduler's counters with the step's output
+            g = self._grid_index(T + dur)
+            c = self.counters
+            for tot, hit in queried:
+                c.prefix_queries[g] += tot
+                c.prefix_hits[g] += hit
 
     def _schedule_running_ordered(self, sched_pf: list[tuple[int, int, int]], budget: int,
                                   free: int) -> tuple[list[int], int, int, int]:
@@ -466,6 +621,10 @@ class Replica:
                 break
             free -= nblk
             budget -= ntok
+            if self.caching:
+                self._allocate(nblk)
+                if q is None:
+                    self._register(i, (comp + ntok) // bs)
             if q is not None:
                 sched_dec.append(i)
             else:
@@ -473,23 +632,24 @@ class Replica:
         return sched_dec, budget, free, preempted
 
     def _preempt(self, i: int) -> int:
-        """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
+        """Free request i's blocks and put it at the front of the waiting queue; return the blocks that
+        became free (with the prefix cache, not those another running request still holds)."""
         reqs = self.reqs
         del self.running[i]
         q = self.dec.pop(i, None)
         if q is not None:
             h = self.S + q
-            blocks = -(-(h - 1) // self.bs)
+            comp = h - 1  # tokens whose KV is computed (the last sampled one has none yet)
             self._drop_decoder(i, q)
             reqs.gen[i] = h - reqs.prompt[i]
             reqs.last_tok[i] = self.lag.pop(i, self.T)
         else:
             comp = self.pf.pop(i)
-            blocks = -(-comp // self.bs)
+        blocks = -(-comp // self.bs)
         reqs.to_prefill[i] = reqs.prompt[i] + reqs.gen[i]
         reqs.npre[i] += 1
         self.waiting.appendleft(i)
-        return blocks
+        return self._release(i, blocks, comp) if self.caching else blocks
 
     def _drop_decoder(self, i: int, q: int) -> None:
         self.ncls[(q - 1) % self.bs] -= 1
@@ -616,7 +776,7 @@ class Replica:
                 reqs.first_t[i] = T1
             gen[i] = g_old + 1
             if g_old + 1 >= target[i]:
-                self._finish(i, T1, -(-(prompt[i] + g_old) // self.bs))
+                self._finish(i, T1, prompt[i] + g_old)
             else:
                 self._add_decoder(i, prompt[i] + g_old + 1 - S1)
             produced.append((i, g_old))
@@ -631,13 +791,15 @@ class Replica:
                 continue
             del dec[i]
             self._drop_decoder(i, q)
-            self._finish(i, self.T, -(-(S + q - 1) // self.bs))
+            self._finish(i, self.T, S + q - 1)
 
-    def _finish(self, i: int, t: float, blocks: int) -> None:
+    def _finish(self, i: int, t: float, computed: int) -> None:
+        """Request i finishes at t holding the KV of ``computed`` tokens: its blocks are released."""
         reqs = self.reqs
         self.running.pop(i, None)
         self.lag.pop(i, None)
-        self.used -= blocks
+        blocks = -(-computed // self.bs)
+        self.used -= self._release(i, blocks, computed) if self.caching else blocks
         reqs.finish_t[i] = t
         reqs.gen[i] = reqs.target[i]
         reqs.reason[i] = REASON_LENGTH if reqs.hits_max[i] else REASON_STOP

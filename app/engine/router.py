@@ -3,6 +3,14 @@ replica a request goes to. The compiled core's :func:`app.engine.twin_engine.rou
 choice. The fleets differ only in how they draw the random positions: the static fleet as
 ``random.Random`` draws ``randrange`` and ``sample`` (:func:`sampled_positions`), the policy fleet from
 uniform floats (:func:`uniform_positions`).
+
+The prefix-aware router keeps a conversation where its cache is: a turn goes to the replica that
+served the conversation's previous turn, unless that replica is down or holds more than a margin of
+outstanding requests above the least loaded one (then, and for a request of no conversation, it goes
+as least outstanding sends it). llm-d's scheduler weighs the same two things, a prefix-cache score
+against a queue score, as a weighted sum; a margin says the same in one number an operator can set
+(``FleetConfig.affinity_margin``). Turns of a shared system prompt need no affinity: every replica
+caches the prompt after its first request.
 """
 
 from __future__ import annotations
@@ -16,12 +24,21 @@ from app.engine.replica import Replica
 Draw = Callable[[int, int], tuple[int, int]]
 
 
-def choose(router: str, reps: Sequence[Replica], start: int, draw: Draw) -> int:
+def choose(router: str, reps: Sequence[Replica], start: int, draw: Draw, previous: int = -1,
+           margin: int = 0) -> int:
     """The replica a request goes to among those that are up, searched from the rotating start
     ``start`` (so that ties do not favour replica 0): least outstanding (the first of the least
-    loaded), round robin (the first), random (a drawn position) or power of two (two distinct drawn
-    positions; the less loaded, the first at a tie; with one replica up, that one, nothing drawn)."""
+    loaded), round robin (the first), random (a drawn position), power of two (two distinct drawn
+    positions; the less loaded, the first at a tie; with one replica up, that one, nothing drawn) or
+    prefix aware (``previous``, the replica of the conversation's previous turn, -1: none, when it is
+    up and its load is at most ``margin`` above the least; else least outstanding)."""
     n = len(reps)
+    if router == "prefix_aware":
+        best = choose("least_outstanding", reps, start, draw)
+        if previous >= 0 and reps[previous].up and (reps[previous].outstanding() - reps[best].outstanding()
+                                                    <= margin):
+            return previous
+        return best
     if router == "least_outstanding":
         # a loop over the replicas, not a list: this runs once per request
         best, least = -1, 1 << 62

@@ -67,7 +67,15 @@ class TrafficSpec:
 @dataclass
 class Trace:
     """Requests sorted by arrival. ``arrival_s`` counts from ``origin`` (Unix seconds); the first
-    ``warmup_s`` seconds precede the export (the fleet is already busy when scraping starts)."""
+    ``warmup_s`` seconds precede the export (the fleet is already busy when scraping starts).
+
+    What requests share, for the prefix cache (:mod:`app.engine.prefix`; None: nothing is shared, and
+    the engines run as without a cache): ``prefix_group`` (int64, -1: none) and ``prefix_tokens``
+    (int32), the shared prefix every request of a group starts with (a path's system prompt);
+    ``conversation`` (int64, -1: none) and ``history_tokens`` (int32), the conversation a request is a
+    turn of and how many tokens after the shared prefix repeat its earlier turns (their messages and
+    the engine's answers). A prompt is prefix_tokens + history_tokens + the turn's new tokens.
+    """
 
     origin: float
     duration_s: float
@@ -83,6 +91,10 @@ class Trace:
     seed: int = 0
     traffic_multiplier: float = 1.0
     context_multiplier: float = 1.0
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    conversation: np.ndarray | None = None
+    history_tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)

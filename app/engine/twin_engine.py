@@ -7,24 +7,26 @@ front-end delay, no restart, drained to the end.
 
 Why a second implementation: the economics grid replays weeks of demand per scenario and seed, and
 the Python engine costs about 0.08 s per simulated replica-hour. This one follows it statement by
-statement — the same scheduler, stretches, preemptions and router, the same floating-point
-operations in the same order — so its request times are bit-identical (``tests/engine/test_twin_engine.py``
-holds it to that on a grid of scenarios, engines and all four routers). The Python engine stays the
-reference and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics);
-a change of mechanics goes there first, then here.
+statement — the same scheduler, stretches, preemptions, prefix cache and router, the same
+floating-point operations in the same order — so its request times are bit-identical
+(``tests/engine/test_twin_engine.py`` holds it to that on a grid of scenarios, engines and routers,
+``tests/engine/test_prefix_cache.py`` with the prefix cache at work). The Python engine stays the
+reference and the simulator (the bundled sample, the accuracy harness's truth, step-level metrics); a
+change of mechanics goes there first, then here.
 
 Layout: one structured array of request rows (a row per request, or in a counted run a ring of rows
 that the requests in flight hold: see :func:`app.engine.twin_fleet.simulate`; the replica's queues are
 doubly linked lists through ``nxt``/``prv``: a request is in exactly one of inbox, waiting, running;
 the requests in prefill are a second list through ``pf_nxt``/``pf_prv``, in admission order as the
 Python dict keeps them), one of replicas, and per replica a binary heap of (finish step, request id,
-q) rows. Python's dicts and deques become these lists; their iteration orders are kept where a float
-sum or a choice depends on them.
+q) rows and a row of ``kc``, its prefix cache (blocks, their free queue and a key table: see
+:func:`_cache_reset`). Python's dicts and deques become these lists; their iteration orders are kept
+where a float sum or a choice depends on them.
 
 The functions without a leading underscore are what the drivers call: :func:`enqueue` (a request
 arrives at a replica), :func:`advance` (every replica's events up to a time), :func:`route`,
-:func:`read_gauges`, :func:`reset`, :func:`drain`, and the heap (:func:`heap_push`, :func:`heap_pop`),
-which the policy driver also keeps its retries in.
+:func:`read_gauges`, :func:`reset`, :func:`drain`, :func:`new_cache`, and the heap (:func:`heap_push`,
+:func:`heap_pop`), which the policy driver also keeps its retries in.
 """
 
 from __future__ import annotations
@@ -35,14 +37,15 @@ import numpy as np
 from numba import njit
 
 from app.engine import stretch
-from app.engine.config import ROUTERS, FleetConfig
+from app.engine.config import ALL_ROUTERS, FleetConfig
+from app.engine.prefix import KEY_SHIFT
 from app.engine.trace import Trace
 
 INF = math.inf
 IDLE, WAKE, STRETCH, STEP = 0, 1, 2, 3
 REASON_STOP, REASON_LENGTH = 0, 1
-LEAST_OUTSTANDING, ROUND_ROBIN, RANDOM, POWER_OF_TWO = range(4)
-ROUTER_CODES = {name: code for code, name in enumerate(ROUTERS)}
+LEAST_OUTSTANDING, ROUND_ROBIN, RANDOM, POWER_OF_TWO, PREFIX_AWARE = range(5)
+ROUTER_CODES = {name: code for code, name in enumerate(ALL_ROUTERS)}
 # a replica's state in a fleet loop (the static loop keeps every replica READY): only a READY replica
 # takes requests; a DRAINING one finishes what it holds
 OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
@@ -59,6 +62,10 @@ REQUEST = np.dtype([
     ("nxt", "i4"), ("prv", "i4"), ("pf_nxt", "i4"), ("pf_prv", "i4"),
     ("replica", "i2"), ("path", "i2"), ("reason", "i1"), ("flags", "i1"), ("hits_max", "i1"),
     ("id", "i8"),  # the request a row holds (-1: none); a counted run reuses the rows of finished ones
+    # the prefix cache (app.engine.prefix): the entities of the request's blocks, the blocks of its shared
+    # prefix, the most its first scheduling may hit, its keyed leading blocks (~c: no more to register),
+    # and the tokens hit at its first scheduling
+    ("pent", "i8"), ("cent", "i8"), ("npb", "i4"), ("cap", "i4"), ("chain", "i4"), ("cached", "i4"),
 ])
 
 REPLICA = np.dtype([
@@ -69,12 +76,15 @@ REPLICA = np.dtype([
     ("run_head", "i8"), ("run_tail", "i8"), ("wait_head", "i8"), ("wait_tail", "i8"),
     ("in_head", "i8"), ("in_tail", "i8"), ("pf_head", "i8"), ("pf_tail", "i8"),
     ("heap_n", "i8"), ("st_ndec", "i8"), ("st_npf", "i8"), ("g_run", "i8"), ("g_wait", "i8"),
+    # the prefix cache: the free queue's ends, the held blocks without a key, the keys evicted
+    ("fq_head", "i8"), ("fq_tail", "i8"), ("n_anon", "i8"), ("evictions", "i8"),
 ], align=True)
 
 # engine limits, in an int64 array: block size, blocks, max_num_seqs, token budget, reserve full prompt,
-# blocks an admission leaves free, and the row mask (request id & mask is its row: -1 when every request
-# has a row of its own, ring size - 1 in a counted run); step-time coefficients in a float64 array
-BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK = range(7)
+# blocks an admission leaves free, the row mask (request id & mask is its row: -1 when every request
+# has a row of its own, ring size - 1 in a counted run), whether the prefix cache works, the size of
+# its key table, and the prefix-aware router's margin; step-time coefficients in a float64 array
+BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK, CACHING, TSIZE, MARGIN = range(10)
 A, B, B2, C, D, E = range(6)
 
 # How the event loop's functions are compiled. error_model="numpy": no zero-divisor check on integer
@@ -242,6 +252,216 @@ def _finish_pop(h, rp, r):
     rp[r].heap_n -= 1
 
 
+# -- the prefix cache (app.engine.prefix; the Python engine's _lookup, _take, _allocate, _register,
+# _release) ------------------------------------------------------------------------------------------
+# Per replica, a row of ``kc`` (int64): for each of the NB blocks its key (-1: none) at [0, NB), its
+# references at [NB, 2 NB), its free-queue links (next, previous; -1: none) at [2 NB, 3 NB) and
+# [3 NB, 4 NB); a stack of the held blocks without a key at [4 NB, 5 NB) (``n_anon`` of them: they are
+# interchangeable, so which one a release returns does not matter); and the key table: TSIZE keys
+# (-1: empty) at [5 NB, 5 NB + TSIZE) and their blocks after them, open addressing with linear probing.
+@njit(**LOOP)
+def _slot(key, tsize):
+    x = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits are mixed
+    return np.int64(x >> np.uint64(32)) & (tsize - 1)
+
+
+@njit(**LOOP)
+def _kv_find(kc, ip, r, key):
+    """The block cached under ``key`` on replica r, or -1."""
+    t = ip[TSIZE]
+    base = 5 * ip[NB]
+    s = _slot(key, t)
+    while True:
+        k = kc[r, base + s]
+        if k == key:
+            return kc[r, base + t + s]
+        if k < 0:
+            return np.int64(-1)
+        s = (s + 1) & (t - 1)
+
+
+@njit(**LOOP)
+def _kv_insert(kc, ip, r, key, b):
+    t = ip[TSIZE]
+    base = 5 * ip[NB]
+    s = _slot(key, t)
+    while kc[r, base + s] >= 0:
+        s = (s + 1) & (t - 1)
+    kc[r, base + s] = key
+    kc[r, base + t + s] = b
+
+
+@njit(**LOOP)
+def _kv_delete(kc, ip, r, key):
+    """Remove ``key`` (it is in the table), shifting back the keys probed past it."""
+    t = ip[TSIZE]
+    m = t - 1
+    base = 5 * ip[NB]
+    s = _slot(key, t)
+    while kc[r, base + s] != key:
+        s = (s + 1) & m
+    j = s
+    while True:
+        j = (j + 1) & m
+        k = kc[r, base + j]
+        if k < 0:
+            break
+        home = _slot(k, t)
+        # the key at j may fill the hole at s unless its home lies cyclically in (s, j]
+        if (j > s and (home <= s or home > j)) or (j < s and home <= s and home > j):
+            kc[r, base + s] = k
+            kc[r, base + t + s] = kc[r, base + t + j]
+            s = j
+    kc[r, base + s] = -1
+
+
+@njit(**LOOP)
+def _fq_append(kc, rp, ip, r, b):
+    nb = ip[NB]
+    tail = rp[r].fq_tail
+    kc[r, 2 * nb + b] = -1
+    kc[r, 3 * nb + b] = tail
+    if tail >= 0:
+        kc[r, 2 * nb + tail] = b
+    else:
+        rp[r].fq_head = b
+    rp[r].fq_tail = b
+
+
+@njit(**LOOP)
+def _fq_remove(kc, rp, ip, r, b):
+    nb = ip[NB]
+    p, n = kc[r, 3 * nb + b], kc[r, 2 * nb + b]
+    if p >= 0:
+        kc[r, 2 * nb + p] = n
+    else:
+        rp[r].fq_head = n
+    if n >= 0:
+        kc[r, 3 * nb + n] = p
+    else:
+        rp[r].fq_tail = p
+
+
+@njit(**LOOP)
+def _key(rq, i, j):
+    """The key of request i's block j: its shared prefix's, else its conversation's or its own."""
+    return ((rq[i].pent if j < rq[i].npb else rq[i].cent) << KEY_SHIFT) | j
+
+
+@njit(**LOOP)
+def _lookup(rq, kc, ip, r, i, tot):
+    """Request i's hit when admitted to compute ``tot`` tokens: (leading cached blocks, how many of them
+    are unreferenced). Changes nothing."""
+    nb = ip[NB]
+    most = (tot - 1) // ip[BS]
+    if rq[i].sched != rq[i].sched and rq[i].cap < most:  # NaN: never scheduled
+        most = rq[i].cap
+    hit = 0
+    ev = 0
+    while hit < most:
+        b = _kv_find(kc, ip, r, _key(rq, i, hit))
+        if b < 0:
+            break
+        if kc[r, nb + b] == 0:
+            ev += 1
+        hit += 1
+    return hit, ev
+
+
+@njit(**LOOP)
+def _take(rq, kc, rp, ip, r, i, hit):
+    nb = ip[NB]
+    for j in range(hit):
+        b = _kv_find(kc, ip, r, _key(rq, i, j))
+        if kc[r, nb + b] == 0:
+            _fq_remove(kc, rp, ip, r, b)
+        kc[r, nb + b] += 1
+    rq[i].chain = hit
+
+
+@njit(**LOOP)
+def _allocate(kc, rp, ip, r, n):
+    nb = ip[NB]
+    for _ in range(n):
+        b = rp[r].fq_head
+        nxt = kc[r, 2 * nb + b]
+        rp[r].fq_head = nxt
+        if nxt >= 0:
+            kc[r, 3 * nb + nxt] = -1
+        else:
+            rp[r].fq_tail = -1
+        key = kc[r, b]
+        if key >= 0:
+            _kv_delete(kc, ip, r, key)
+            kc[r, b] = -1
+            rp[r].evictions += 1
+        kc[r, 4 * nb + rp[r].n_anon] = b
+        rp[r].n_anon += 1
+
+
+@njit(**LOOP)
+def _register(rq, kc, rp, ip, r, i, full):
+    c = np.int64(rq[i].chain)
+    if c < 0 or c >= full:
+        return
+    nb = ip[NB]
+    while c < full:
+        key = _key(rq, i, c)
+        if _kv_find(kc, ip, r, key) >= 0:
+            rq[i].chain = ~c
+            return
+        rp[r].n_anon -= 1
+        b = kc[r, 4 * nb + rp[r].n_anon]
+        kc[r, b] = key
+        kc[r, nb + b] = 1
+        _kv_insert(kc, ip, r, key, b)
+        c += 1
+    rq[i].chain = c
+
+
+@njit(**CALLED)
+def _release(rq, kc, rp, ip, r, i, blocks, computed):
+    """Request i releases its blocks (``Replica._release``); returns the blocks that became free."""
+    _register(rq, kc, rp, ip, r, i, computed // ip[BS])
+    nb = ip[NB]
+    c = np.int64(rq[i].chain)
+    if c < 0:
+        c = ~c
+    freed = 0
+    for j in range(blocks - 1, -1, -1):
+        if j < c:
+            b = _kv_find(kc, ip, r, _key(rq, i, j))
+            ref = kc[r, nb + b] - 1
+            kc[r, nb + b] = ref
+            if ref:
+                continue
+        else:
+            rp[r].n_anon -= 1
+            b = kc[r, 4 * nb + rp[r].n_anon]
+        _fq_append(kc, rp, ip, r, b)
+        freed += 1
+    rq[i].chain = 0
+    return freed
+
+
+@njit(**LOOP)
+def _cache_reset(kc, rp, ip, r):
+    """Replica r's cache empty: every block free, in order, without a key."""
+    if not ip[CACHING]:
+        return
+    nb, t = ip[NB], ip[TSIZE]
+    for b in range(nb):
+        kc[r, b] = -1
+        kc[r, nb + b] = 0
+        kc[r, 2 * nb + b] = b + 1 if b + 1 < nb else -1
+        kc[r, 3 * nb + b] = b - 1
+    for s in range(t):
+        kc[r, 5 * nb + s] = -1
+    rp[r].fq_head = 0
+    rp[r].fq_tail = nb - 1
+    rp[r].n_anon = 0
+
+
 # -- decoders ----------------------------------------------------------------------------------------
 @njit(**LOOP)
 def _drop_decoder(rq, rp, ncls, ip, r, i, q):
@@ -271,20 +491,21 @@ def _lag_pop(rq, rp, r, i, default):
 
 
 @njit(**LOOP)
-def _finish(rq, rp, r, i, t, blocks):
+def _finish(rq, rp, kc, ip, r, i, t, computed):
+    """Request i finishes at t holding the KV of ``computed`` tokens: its blocks are released."""
     rp[r].run_head, rp[r].run_tail = _unlink(rq, i, rp[r].run_head, rp[r].run_tail)
     rp[r].n_run -= 1
     _lag_pop(rq, rp, r, i, 0.0)
-    rp[r].used -= blocks
+    blocks = -(-computed // ip[BS])
+    rp[r].used -= _release(rq, kc, rp, ip, r, i, blocks, computed) if ip[CACHING] else blocks
     rq[i].finish = t
     rq[i].gen = rq[i].target
     rq[i].reason = REASON_LENGTH if rq[i].hits_max else REASON_STOP
 
 
 @njit(**LOOP)
-def _pop_finishes(rq, rp, ncls, h, ip, r):
+def _pop_finishes(rq, rp, ncls, kc, h, ip, r):
     S = rp[r].S
-    bs = ip[BS]
     while rp[r].heap_n > 0 and h[r, 0, 0] <= S:
         fs, j, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
         _finish_pop(h, rp, r)
@@ -294,7 +515,7 @@ def _pop_finishes(rq, rp, ncls, h, ip, r):
         rq[i].flags &= ~DEC
         rp[r].n_dec -= 1
         _drop_decoder(rq, rp, ncls, ip, r, i, q)
-        _finish(rq, rp, r, i, rp[r].T, -(-(S + q - 1) // bs))
+        _finish(rq, rp, kc, ip, r, i, rp[r].T, S + q - 1)
 
 
 @njit(**LOOP)
@@ -331,7 +552,7 @@ def _cum(rp, prefix, ip, r, k):
 
 # -- planning ----------------------------------------------------------------------------------------
 @njit(**LOOP)
-def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+def _plan(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
     T = rp[r].T
     while rp[r].n_inbox > 0 and rq[rp[r].in_head].arrival <= T:
         i = rp[r].in_head
@@ -348,23 +569,31 @@ def _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
             rp[r].plan_end = INF
         return
     if rp[r].n_pf > 0 or rp[r].n_lag > 0 or rp[r].n_dec == 0:
-        _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+        _schedule_step(rq, rp, ncls, kc, st_dec, st_pf, ip, fp, r)
         return
     bs = ip[BS]
     if rp[r].n_wait > 0 and rp[r].n_run < ip[MAX_SEQS]:
         head = rp[r].wait_head
         room = ip[BUDGET] - rp[r].n_dec
         first = rq[head].prompt + rq[head].gen
-        if not ip[RESERVE_FULL] and first > room:
-            first = room
-        if -(-first // bs) <= ip[NB] - rp[r].used - ip[WM]:
-            _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+        if ip[CACHING]:
+            hit, ev = _lookup(rq, kc, ip, r, head, first)
+            comp = hit * bs
+            if not ip[RESERVE_FULL] and first - comp > room:
+                first = comp + room
+            need = -(-first // bs) - hit + ev
+        else:
+            if not ip[RESERVE_FULL] and first > room:
+                first = room
+            need = -(-first // bs)
+        if need <= ip[NB] - rp[r].used - ip[WM]:
+            _schedule_step(rq, rp, ncls, kc, st_dec, st_pf, ip, fp, r)
             return
-    _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+    _plan_stretch(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r)
 
 
 @njit(**LOOP)
-def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+def _plan_stretch(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
     S, bs = rp[r].S, ip[BS]
     while rp[r].heap_n > 0:
         fs, j, q = h[r, 0, 0], h[r, 0, 1], h[r, 0, 2]
@@ -395,7 +624,7 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
             lo = mid + 1
     k_kv = cycles * bs + (lo - 1)
     if k_kv == 0:
-        _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r)
+        _schedule_step(rq, rp, ncls, kc, st_dec, st_pf, ip, fp, r)
         return
     if k_kv < k:
         k = k_kv
@@ -413,18 +642,21 @@ def _plan_stretch(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
 
 
 @njit(**LOOP)
-def _apply_stretch(rq, rp, ncls, h, prefix, ip, r, k):
-    rp[r].used += _cum(rp, prefix, ip, r, k)
+def _apply_stretch(rq, rp, ncls, kc, h, prefix, ip, r, k):
+    n_blocks = _cum(rp, prefix, ip, r, k)
+    if ip[CACHING]:
+        _allocate(kc, rp, ip, r, n_blocks)
+    rp[r].used += n_blocks
     T0 = rp[r].T
     rp[r].S = rp[r].S + k
     rp[r].T = T0 + _tau(rp, r, k)
-    _pop_finishes(rq, rp, ncls, h, ip, r)
+    _pop_finishes(rq, rp, ncls, kc, h, ip, r)
     _set_gauges(rp, ip, r)
 
 
 # -- detailed steps ----------------------------------------------------------------------------------
 @njit(**CALLED)
-def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
+def _schedule_step(rq, rp, ncls, kc, st_dec, st_pf, ip, fp, r):
     T, S, bs = rp[r].T, rp[r].S, ip[BS]
     budget = ip[BUDGET]
     free = ip[NB] - rp[r].used
@@ -455,6 +687,11 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
         free -= dec_blocks + pf_blocks
         n_dec_sched = n_dec
         dec_ctx = n_dec * S + rp[r].sum_q
+        if ip[CACHING]:
+            _allocate(kc, rp, ip, r, dec_blocks + pf_blocks)
+            for x in range(npf):
+                i = st_pf[r, x, 0]
+                _register(rq, kc, rp, ip, r, i, (rq[i].prompt + rq[i].gen) // bs)
     else:
         all_dec = False
         # vLLM's RUNNING pass in admission order, preempting from the tail when KV runs out
@@ -474,12 +711,16 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
                 rem = (rq[i].prompt + rq[i].gen) - comp
                 ntok = rem if rem < budget else budget
                 nblk = -(-(comp + ntok) // bs) + (comp // -bs)
-            free, n_pre, kept = _make_room(rq, rp, ncls, ip, r, i, nblk, free)
+            free, n_pre, kept = _make_room(rq, rp, ncls, kc, ip, r, i, nblk, free)
             preempted += n_pre
             if not kept:
                 break
             free -= nblk
             budget -= ntok
+            if ip[CACHING]:
+                _allocate(kc, rp, ip, r, nblk)
+                if not is_dec:
+                    _register(rq, kc, rp, ip, r, i, (comp + ntok) // bs)
             if is_dec:
                 st_dec[r, n_dec_sched] = i
                 n_dec_sched += 1
@@ -491,27 +732,39 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
                 npf += 1
             i = rq[i].nxt
     if not preempted:
-        max_seqs, reserve_full, wm = ip[MAX_SEQS], ip[RESERVE_FULL], ip[WM]
+        max_seqs, reserve_full, wm, caching = ip[MAX_SEQS], ip[RESERVE_FULL], ip[WM], ip[CACHING]
+        hit = 0  # without the cache: no hit
+        ev = 0
+        comp = 0
         while rp[r].n_wait > 0 and budget > 0 and rp[r].n_run < max_seqs:
             i = rp[r].wait_head
             tot = (rq[i].prompt + rq[i].gen)
-            ntok = tot if tot < budget else budget
-            nblk = -(-ntok // bs)
-            if (-(-tot // bs) if reserve_full else nblk) > free - wm:
+            if caching:
+                hit, ev = _lookup(rq, kc, ip, r, i, tot)
+                comp = hit * bs
+            rest = tot - comp
+            ntok = rest if rest < budget else budget
+            nblk = -(-(comp + ntok) // bs) - hit
+            if ((-(-tot // bs) - hit) if reserve_full else nblk) + ev > free - wm:
                 break
             rp[r].wait_head, rp[r].wait_tail = _unlink(rq, i, rp[r].wait_head, rp[r].wait_tail)
             rp[r].n_wait -= 1
             rp[r].run_head, rp[r].run_tail = _push_back(rq, i, rp[r].run_head, rp[r].run_tail)
             rp[r].n_run += 1
-            _pf_add(rq, rp, r, i, 0)
+            _pf_add(rq, rp, r, i, comp)
             if rq[i].sched != rq[i].sched:  # NaN: first time scheduled
                 rq[i].sched = T
+                rq[i].cached = comp
+            if caching:
+                _take(rq, kc, rp, ip, r, i, hit)
+                _allocate(kc, rp, ip, r, nblk)
+                _register(rq, kc, rp, ip, r, i, (comp + ntok) // bs)
             st_pf[r, npf, 0] = i
             st_pf[r, npf, 1] = ntok
-            st_pf[r, npf, 2] = 0
+            st_pf[r, npf, 2] = comp
             npf += 1
             budget -= ntok
-            free -= nblk
+            free -= nblk + ev
     rp[r].used = ip[NB] - free
     pf_tok = 0
     pf_ctx = 0
@@ -534,13 +787,13 @@ def _schedule_step(rq, rp, ncls, st_dec, st_pf, ip, fp, r):
 
 
 @njit(**LOOP)
-def _make_room(rq, rp, ncls, ip, r, i, need, free):
+def _make_room(rq, rp, ncls, kc, ip, r, i, need, free):
     """Preempt from the tail of the running list until ``need`` blocks are free or request i itself
     was preempted: (free blocks, preemptions, whether i still runs)."""
     n = 0
     while need > free:
         victim = rp[r].run_tail
-        free += _preempt(rq, rp, ncls, ip, r, victim)
+        free += _preempt(rq, rp, ncls, kc, ip, r, victim)
         n += 1
         if victim == i:
             return free, n, False
@@ -548,8 +801,9 @@ def _make_room(rq, rp, ncls, ip, r, i, need, free):
 
 
 @njit(**CALLED)
-def _preempt(rq, rp, ncls, ip, r, i):
-    """Free request i's blocks and put it at the front of the waiting queue; return the blocks."""
+def _preempt(rq, rp, ncls, kc, ip, r, i):
+    """Free request i's blocks and put it at the front of the waiting queue; return the blocks that
+    became free."""
     bs = ip[BS]
     rp[r].run_head, rp[r].run_tail = _unlink(rq, i, rp[r].run_head, rp[r].run_tail)
     rp[r].n_run -= 1
@@ -558,22 +812,24 @@ def _preempt(rq, rp, ncls, ip, r, i):
         rq[i].flags &= ~DEC
         rp[r].n_dec -= 1
         hh = rp[r].S + q
-        blocks = -(-(hh - 1) // bs)
+        comp = hh - 1
         _drop_decoder(rq, rp, ncls, ip, r, i, q)
         rq[i].gen = hh - rq[i].prompt
         _lag_pop(rq, rp, r, i, 0.0)
     else:
-        comp = rq[i].pf
+        comp = np.int64(rq[i].pf)
         _pf_del(rq, rp, r, i)
-        blocks = -(-comp // bs)
+    blocks = -(-comp // bs)
     rq[i].npre += 1
     rp[r].wait_head, rp[r].wait_tail = _push_front(rq, i, rp[r].wait_head, rp[r].wait_tail)
     rp[r].n_wait += 1
+    if ip[CACHING]:
+        return _release(rq, kc, rp, ip, r, i, blocks, comp)
     return blocks
 
 
 @njit(**LOOP)
-def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
+def _complete_step(rq, rp, ncls, kc, h, st_dec, st_pf, ip, r):
     T1 = rp[r].plan_end
     S1 = rp[r].S + 1
     if rp[r].st_ndec < 0:  # every decoder ran: lag.clear()
@@ -602,16 +858,15 @@ def _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r):
                     rq[i].lag = t_last
                     rp[r].n_lag += 1
             i = rq[i].nxt
-    _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1)
+    _complete_prefills(rq, rp, ncls, kc, h, st_pf, ip, r, T1, S1)
     rp[r].S = S1
     rp[r].T = T1
-    _pop_finishes(rq, rp, ncls, h, ip, r)
+    _pop_finishes(rq, rp, ncls, kc, h, ip, r)
     _set_gauges(rp, ip, r)
 
 
 @njit(**LOOP)
-def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
-    bs = ip[BS]
+def _complete_prefills(rq, rp, ncls, kc, h, st_pf, ip, r, T1, S1):
     for x in range(rp[r].st_npf):
         i, ntok, comp = st_pf[r, x, 0], st_pf[r, x, 1], st_pf[r, x, 2]
         done = comp + ntok
@@ -624,31 +879,31 @@ def _complete_prefills(rq, rp, ncls, h, st_pf, ip, r, T1, S1):
             rq[i].first = T1
         rq[i].gen = g_old + 1
         if g_old + 1 >= rq[i].target:
-            _finish(rq, rp, r, i, T1, -(-(rq[i].prompt + g_old) // bs))
+            _finish(rq, rp, kc, ip, r, i, T1, rq[i].prompt + g_old)
         else:
             _add_decoder(rq, rp, ncls, h, ip, r, i, rq[i].prompt + g_old + 1 - S1)
 
 
 @njit(**LOOP)
-def process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+def process(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
     """Replica r's planned event, and its next plan; False (nothing done) when the event is a step
     whose pushes could overflow the finish heap: the caller grows it (:func:`grown_heap`) and calls
     again."""
     plan = rp[r].plan
     if plan == STRETCH:
-        _apply_stretch(rq, rp, ncls, h, prefix, ip, r, rp[r].k)
+        _apply_stretch(rq, rp, ncls, kc, h, prefix, ip, r, rp[r].k)
     elif plan == STEP:  # the only event that pushes onto the finish heap: at most one row per running request
         if rp[r].heap_n + ip[MAX_SEQS] >= h.shape[1]:
             return False
-        _complete_step(rq, rp, ncls, h, st_dec, st_pf, ip, r)
+        _complete_step(rq, rp, ncls, kc, h, st_dec, st_pf, ip, r)
     elif plan == WAKE:
         rp[r].T = rp[r].plan_end
-    _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+    _plan(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r)
     return True
 
 
 @njit(**LOOP)
-def enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
+def enqueue(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r, i):
     """Request row i arrives at replica r (at its arrival: every replica has been advanced to it)."""
     t_eng = rq[i].arrival
     rq[i].replica = r
@@ -663,18 +918,18 @@ def enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i):
         k_cut = _first_tau_at_least(rp, r, t_eng - rp[r].T)
         if k_cut < rp[r].k:
             if k_cut == 0:
-                _plan(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r)
+                _plan(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r)
             else:
                 rp[r].k = k_cut
                 rp[r].plan_end = rp[r].T + _tau(rp, r, k_cut)
 
 
 @njit(**LOOP)
-def advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, x):
+def advance(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x):
     """Every replica's events up to time x; False when one stopped for a larger heap (see :func:`process`)."""
     for r in range(rp.shape[0]):
         while rp[r].plan_end <= x:
-            if not process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+            if not process(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
                 return False
     return True
 
@@ -724,13 +979,15 @@ def _position(state, start, k, n_ready):
 
 
 @njit(**LOOP)
-def route(rp, state, n_ready, router, start, ia, ib):
+def route(rp, state, n_ready, router, start, ia, ib, previous, margin):
     """The replica a request goes to among the READY ones (``n_ready`` of them), searched from the
     rotating start ``start`` (``app.engine.router.choose``): least outstanding (the first of the least
-    loaded), round robin (the first), random (the ``ia``-th) or power of two (the less loaded of the
-    ``ia``-th and the ``ib``-th, the first at a tie; ``ib`` < 0: the ``ia``-th). The driver draws ``ia``
-    and ``ib`` its own way."""
-    if router == LEAST_OUTSTANDING:
+    loaded), round robin (the first), random (the ``ia``-th), power of two (the less loaded of the
+    ``ia``-th and the ``ib``-th, the first at a tie; ``ib`` < 0: the ``ia``-th) or prefix aware
+    (``previous``, the replica of the conversation's previous turn, when it is READY and at most
+    ``margin`` above the least loaded; else least outstanding). The driver draws ``ia`` and ``ib`` its
+    own way."""
+    if router == LEAST_OUTSTANDING or router == PREFIX_AWARE:
         n = rp.shape[0]
         best, least = -1, 1 << 62
         for off in range(n):
@@ -739,6 +996,9 @@ def route(rp, state, n_ready, router, start, ia, ib):
                 load = outstanding(rp, r)
                 if load < least:
                     best, least = r, load
+        if (router == PREFIX_AWARE and previous >= 0 and state[previous] == READY
+                and outstanding(rp, previous) - least <= margin):
+            return previous
         return best
     a = _position(state, start, ia, n_ready)
     if ib < 0:
@@ -749,22 +1009,24 @@ def route(rp, state, n_ready, router, start, ia, ib):
 
 # -- a replica's life --------------------------------------------------------------------------------
 @njit(**LOOP)
-def reset(rp, blank, ncls, r, t):
+def reset(rp, blank, ncls, kc, ip, r, t):
     """Replica r starts a fresh engine at time t (``Replica.reset``): its row as ``blank[0]`` (a
-    :func:`new_replicas` row) at t; its queues are empty (it drained, or never ran)."""
+    :func:`new_replicas` row) at t, its prefix cache empty; its queues are empty (it drained, or never
+    ran)."""
     rp[r] = blank[0]
     rp[r].T = t
     for c in range(ncls.shape[1]):
         ncls[r, c] = 0
+    _cache_reset(kc, rp, ip, r)
 
 
 @njit(cache=True, error_model="numpy")
-def drain(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp):
+def drain(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp):
     """Every replica's events until each is idle (the run is drained); the finish heaps, grown if a
     step needed it."""
     for r in range(rp.shape[0]):
         while rp[r].plan_end < INF:
-            if not process(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r):
+            if not process(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
                 h = grown_heap(h)
     return h
 
@@ -796,21 +1058,42 @@ HEAP_ROWS = 1024
 HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail", "pf_head", "pf_tail")
 
 
-def new_replicas(n_rep: int) -> np.ndarray:
-    """``n_rep`` idle replicas."""
+def new_cache(n_rep: int, ip: np.ndarray) -> np.ndarray:
+    """The prefix caches of ``n_rep`` fresh replicas (one row each: see :func:`_cache_reset`), or a
+    placeholder when the cache does not work (``ip[CACHING]`` 0)."""
+    if not ip[CACHING]:
+        return np.zeros((n_rep, 1), dtype=np.int64)
+    nb, t = int(ip[NB]), int(ip[TSIZE])
+    kc = np.empty((n_rep, 5 * nb + 2 * t), dtype=np.int64)
+    kc[:, :nb] = -1
+    kc[:, nb:2 * nb] = 0
+    kc[:, 2 * nb:3 * nb] = np.append(np.arange(1, nb), -1)
+    kc[:, 3 * nb:4 * nb] = np.arange(-1, nb - 1)
+    kc[:, 4 * nb:5 * nb] = 0
+    kc[:, 5 * nb:] = -1
+    return kc
+
+
+def new_replicas(n_rep: int, ip: np.ndarray | None = None) -> np.ndarray:
+    """``n_rep`` idle replicas (with ``ip``, their free queues hold every block, for :func:`new_cache`)."""
     rp = np.zeros(n_rep, dtype=REPLICA)
     rp["plan"] = IDLE
     rp["plan_end"] = INF
     for name in HEADS:
         rp[name] = -1
+    rp["fq_head"] = 0 if ip is not None and ip[CACHING] else -1
+    rp["fq_tail"] = ip[NB] - 1 if ip is not None and ip[CACHING] else -1
     return rp
 
 
-def engine_arrays(config: FleetConfig, mask: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """The engine's limits (``ip``, with the row ``mask``) and step-time coefficients (``fp``)."""
+def engine_arrays(config: FleetConfig, mask: int = -1, caching: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's limits (``ip``, with the row ``mask`` and whether the prefix cache works) and
+    step-time coefficients (``fp``)."""
     eng, st = config.engine, config.step
+    table = 1 << max(1, (2 * eng.num_gpu_blocks - 1).bit_length())  # at most half full: short probes
     ip = np.array([eng.block_size, eng.num_gpu_blocks, eng.max_num_seqs, eng.max_num_batched_tokens,
-                   int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks), mask],
+                   int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks), mask,
+                   int(caching), table, config.affinity_margin],
                   dtype=np.int64)
     fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
                    st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)

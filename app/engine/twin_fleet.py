@@ -20,12 +20,14 @@ from numba import njit
 
 from app.engine.config import NO_EVENTS, FleetConfig
 from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
+from app.engine.prefix import prefix_keys
 from app.engine.trace import Trace
 from app.engine.twin_engine import (
     HEADS,
     HEAP_COLUMNS,
     HEAP_ROWS,
     LOOP,
+    MARGIN,
     MASK,
     POWER_OF_TWO,
     RANDOM,
@@ -38,6 +40,7 @@ from app.engine.twin_engine import (
     enqueue,
     free_rows,
     grown_heap,
+    new_cache,
     new_replicas,
     read_gauges,
     route,
@@ -46,9 +49,11 @@ from app.engine.twin_engine import (
 
 
 @njit(**LOOP)
-def _new_row(rq, s, i, arrival, prompt, target, path, hits_max):
+def _new_row(rq, s, i, arrival, prompt, target, path, hits_max, keys):
     """Row ``s`` holds request ``i`` of the trace, as it is before its arrival (the Python engine's
-    engine arrival, operation for operation: + frontend_s + per token x prompt, both 0 here)."""
+    engine arrival, operation for operation: + frontend_s + per token x prompt, both 0 here), with its
+    prefix-cache keys (``keys``: rows prefix entity, prefix blocks, entity, first cap; no column: no
+    cache at work)."""
     rq[s].arrival = arrival[i] + 0.0
     rq[s].sched = np.nan
     rq[s].first = np.nan
@@ -71,6 +76,13 @@ def _new_row(rq, s, i, arrival, prompt, target, path, hits_max):
     rq[s].pf_nxt = -1
     rq[s].pf_prv = -1
     rq[s].id = i
+    rq[s].chain = 0
+    rq[s].cached = 0
+    if keys.shape[1] > 0:
+        rq[s].pent = keys[0, i]
+        rq[s].npb = keys[1, i]
+        rq[s].cent = keys[2, i]
+        rq[s].cap = keys[3, i]
 
 
 @njit(**LOOP)
@@ -84,11 +96,14 @@ def _picks(router, n_rep, pick_a, pick_b, i):
 
 
 @njit(cache=True, error_model="numpy")
-def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router,
-         state, pick_a, pick_b, dt, horizon, at, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
+def _run(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec,
+         st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, horizon, at, sink_f, ttft_s, tpot_s, totals,
+         windows, per_path, decode, counts):
     """The fleet loop of ``fleet.run_fleet`` without restarts, drained: route each request at its
     arrival (every replica advanced to that time first), read the gauges at each grid point. Every
-    replica is READY in ``state``; the router's start rotates by one per request.
+    replica is READY in ``state``; the router's start rotates by one per request; ``last_replica``
+    holds the replica of each conversation's latest turn (``conv``: request -> conversation, -1: none;
+    empty when the trace has none).
 
     Request i takes row ``i & ip[MASK]``. In a counted run (a ring of rows) a finished request's row
     is counted (``_count_row``) when a later request takes it; when the row's request is still in
@@ -101,11 +116,11 @@ def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_de
         tau = arrival[i] + 0.0 if i < n else horizon
         while gi < n_grid and gi * dt <= tau:
             tg = gi * dt
-            while not advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tg):
+            while not advance(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, tg):
                 h = grown_heap(h)
             read_gauges(rp, prefix, ip, state, tg, gauges, gi)
             gi += 1
-        while not advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau):
+        while not advance(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, tau):
             h = grown_heap(h)
         if i == n:
             break
@@ -115,12 +130,16 @@ def _run(rq, arrival, prompt, target, path, hits_max, rp, ncls, prefix, h, st_de
                 at[0], at[1], at[2] = i, gi, nxt
                 return h, False
             _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
-        _new_row(rq, s, i, arrival, prompt, target, path, hits_max)
+        _new_row(rq, s, i, arrival, prompt, target, path, hits_max, keys)
         start = nxt
         nxt = (start + 1) % n_rep
         ia, ib = _picks(router, n_rep, pick_a, pick_b, i)
-        enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, route(rp, state, n_rep, router, start, ia, ib), s)
-    h = drain(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp)
+        c = conv[i] if conv.shape[0] > 0 else -1
+        r = route(rp, state, n_rep, router, start, ia, ib, last_replica[c] if c >= 0 else -1, ip[MARGIN])
+        if c >= 0:
+            last_replica[c] = r
+        enqueue(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r, s)
+    h = drain(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp)
     at[0], at[1], at[2] = n, gi, nxt
     return h, True
 
@@ -179,7 +198,8 @@ def _router_picks(router: str, n_rep: int, n_req: int, seed: int) -> tuple[np.nd
     ``sample(order, 2)``), from the same Mersenne Twister stream as ``random.Random(seed)``: numpy's
     MT19937 started from its state yields the same 32-bit words."""
     code = ROUTER_CODES[router]
-    if code < 2 or n_req == 0 or (code == 3 and n_rep == 1):  # no draw: _run never reads them
+    if code not in (RANDOM, POWER_OF_TWO) or n_req == 0 or (code == POWER_OF_TWO and n_rep == 1):
+        # no draw: _run never reads them
         return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     pick_a = np.zeros(n_req, dtype=np.int64)
     pick_b = np.zeros(n_req, dtype=np.int64)
@@ -211,6 +231,7 @@ class TwinRequests:
     npre: np.ndarray
     reason: np.ndarray
     lost: np.ndarray
+    cached: np.ndarray
 
     @property
     def n(self) -> int:
@@ -257,14 +278,15 @@ class Counts:
 @dataclass
 class Simulated:
     """A compiled run: the request rows (``REQUEST``; None in a counted run, which keeps its
-    ``counts`` instead), the gauges per replica and grid point, its wall time, and how many times a
-    counted run enlarged its ring of rows."""
+    ``counts`` instead), the gauges per replica and grid point, its wall time, how many times a
+    counted run enlarged its ring of rows, and the cached blocks each replica's allocations evicted."""
 
     rows: np.ndarray | None
     gauges: np.ndarray
     sim_seconds: float
     counts: Counts | None = None
     enlarged: int = 0
+    evictions: np.ndarray | None = None
 
 
 # a counted run's first ring of rows: a replica holds at most max_num_seqs requests running plus its
@@ -321,15 +343,21 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     n_grid = int(math.floor(trace.duration_s / dt + 1e-9)) + 1
     n_rep = config.replicas
     n = len(trace.arrival_s)
+    pk = prefix_keys(trace, eng.block_size)
+    caching = eng.prefix_caching and pk is not None
+    keys = (np.stack([pk.prefix_entity, pk.prefix_blocks, pk.entity, pk.first_cap]) if caching
+            else np.zeros((4, 0), dtype=np.int64))
+    conv = pk.conversation if pk is not None else np.zeros(0, dtype=np.int64)
+    last_replica = np.full(pk.n_conversations if pk is not None else 0, -1, dtype=np.int64)
     if counting is None:
         rq = free_rows(n)
-        ip, fp = engine_arrays(config)
+        ip, fp = engine_arrays(config, caching=caching)
         c = Counting(np.zeros(1), np.zeros(1), 0.0, 0.0, 1.0, 1, 0.0, 1.0, 1)  # never counted into
     else:
         if ring_rows < 2 or ring_rows & (ring_rows - 1):
             raise ValueError(f"ring_rows must be a power of two of at least 2, not {ring_rows}")
         rq = free_rows(ring_rows)
-        ip, fp = engine_arrays(config, ring_rows - 1)
+        ip, fp = engine_arrays(config, ring_rows - 1, caching)
         c = counting
     n_paths = len(c.ttft_s)
     counts = Counts(totals=np.zeros((n_paths, 5), dtype=np.int64),
@@ -339,7 +367,8 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     sink = (np.array([c.t_lo, c.t_hi, c.window_s, c.origin, c.view_window_s], dtype=np.float64),
             np.asarray(c.ttft_s, dtype=np.float64), np.asarray(c.tpot_s, dtype=np.float64), counts.totals,
             counts.windows, counts.per_path, counts.decode, counts.counts)
-    rp = new_replicas(n_rep)
+    rp = new_replicas(n_rep, ip)
+    kc = new_cache(n_rep, ip)
     state = np.full(n_rep, READY, dtype=np.int64)
     bs = eng.block_size
     pick_a, pick_b = _router_picks(config.router, n_rep, n, seed * 31 + 17)
@@ -352,17 +381,19 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     enlarged = 0
     while True:
         h, done = _run(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path, trace.hits_max,
-                       rp, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, ROUTER_CODES[config.router], state,
-                       pick_a, pick_b, float(dt), float(trace.duration_s), at, *sink)
+                       keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec, st_pf, gauges, ip, fp,
+                       ROUTER_CODES[config.router], state, pick_a, pick_b, float(dt), float(trace.duration_s), at,
+                       *sink)
         if done:
             break
         rq = _enlarged(rq, rp, st_dec, st_pf, ip, sink)
         enlarged += 1
+    evictions = rp["evictions"].copy()
     if counting is None:
-        return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall)
+        return Simulated(rows=rq, gauges=gauges, sim_seconds=time.perf_counter() - wall, evictions=evictions)
     _count_rows(rq, False, *sink)
     return Simulated(rows=None, gauges=gauges, sim_seconds=time.perf_counter() - wall, counts=counts,
-                     enlarged=enlarged)
+                     enlarged=enlarged, evictions=evictions)
 
 
 def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> FleetRun:
@@ -376,7 +407,7 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
                         replica=rq["replica"].astype(np.int64), path=rq["path"].astype(np.int64),
                         prompt=rq["prompt"].astype(np.int64), gen=rq["gen"].astype(np.int64),
                         npre=rq["npre"].astype(np.int64), reason=rq["reason"].astype(np.int64),
-                        lost=np.zeros(n, dtype=bool))
+                        lost=np.zeros(n, dtype=bool), cached=rq["cached"].astype(np.int64))
     epochs = [[Epoch(r, -PROCESS_LEAD_S + 37.0 * r, -PROCESS_LEAD_S + 37.0 * r + MODEL_LOAD_S)] for r in range(n_rep)]
     run = FleetRun(trace=trace, config=config, events=NO_EVENTS, seed=seed, reqs=reqs,  # type: ignore[arg-type]
                    counters=[TwinCounters(sim.gauges[r]) for r in range(n_rep)],  # type: ignore[misc]

@@ -21,6 +21,7 @@ from numba import njit
 
 from app.engine.config import FleetConfig
 from app.engine.policy import REASON_REJECTED, RETRY_SEED, ROUTER_SEED, Policy, Timeline, uniform_floats
+from app.engine.prefix import prefix_keys
 from app.engine.trace import Trace
 from app.engine.twin_engine import (
     CALLED,
@@ -29,6 +30,7 @@ from app.engine.twin_engine import (
     HEAP_ROWS,
     INF,
     LOOP,
+    MARGIN,
     OFF,
     POWER_OF_TWO,
     RANDOM,
@@ -43,6 +45,7 @@ from app.engine.twin_engine import (
     grown_heap,
     heap_pop,
     heap_push,
+    new_cache,
     new_replicas,
     outstanding,
     read_gauges,
@@ -175,7 +178,7 @@ def _queue_full(rp, r, k_adm):
 
 
 @njit(**LOOP)
-def _retry(rq, i, tau, ry, u_retry, origin, attempt, retries, ctr, i_trace):
+def _retry(rq, i, tau, ry, u_retry, origin, attempt, conv, retries, ctr, i_trace):
     """Request row i, rejected at ``tau``: its client retries it (a new row, onto the retry heap) when
     it has attempts left and the budget and the ratio allow; a retry they refuse is counted."""
     if not (ry[ATTEMPTS] > 0 and attempt[i] < ry[ATTEMPTS]):
@@ -202,6 +205,13 @@ def _retry(rq, i, tau, ry, u_retry, origin, attempt, retries, ctr, i_trace):
     rq[j].target = rq[i].target
     rq[j].path = rq[i].path
     rq[j].hits_max = rq[i].hits_max
+    # the same tokens again: the same blocks (the rejected try cached none) and conversation
+    rq[j].pent = rq[i].pent
+    rq[j].npb = rq[i].npb
+    rq[j].cent = rq[i].cent
+    rq[j].cap = rq[i].cap
+    if conv.shape[0] > 0:
+        conv[j] = conv[i]
     origin[j] = origin[i]
     attempt[j] = attempt[i] + 1
     n = ctr[WAITING]
@@ -212,9 +222,11 @@ def _retry(rq, i, tau, ry, u_retry, origin, attempt, retries, ctr, i_trace):
 
 
 @njit(cache=True, error_model="numpy")
-def _run_policy(rq, n_trace, rp, blank, ncls, prefix, h, st_dec, st_pf, gauges, ip, fp, router, u_route, u_retry,
-                dt, horizon, state, au, k_adm, ry, origin, attempt, tl, ctr):
-    """The loop; returns the autoscaler's decisions (rows of ``tl``), the rest is in ``ctr``."""
+def _run_policy(rq, n_trace, rp, blank, ncls, kc, prefix, h, st_dec, st_pf, gauges, ip, fp, router, u_route,
+                u_retry, dt, horizon, state, au, k_adm, ry, origin, attempt, conv, last_replica, tl, ctr):
+    """The loop; returns the autoscaler's decisions (rows of ``tl``), the rest is in ``ctr``.
+    ``conv``: each row's conversation (-1: none; empty when the trace has none); ``last_replica``: the
+    replica of each conversation's latest turn."""
     n_rep, n_grid = rp.shape[0], gauges.shape[1] - 1
     auto = au[OUT_AT] == au[OUT_AT]
     period = au[PERIOD] if auto else INF
@@ -246,7 +258,7 @@ def _run_policy(rq, n_trace, rp, blank, ncls, prefix, h, st_dec, st_pf, gauges, 
             t = min(tg, tr, tp)
             if t > tau:
                 break
-            while not advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, t):
+            while not advance(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, t):
                 h = grown_heap(h)
             if tg == t:
                 read_gauges(rp, prefix, ip, state, t, gauges, gi)
@@ -254,25 +266,28 @@ def _run_policy(rq, n_trace, rp, blank, ncls, prefix, h, st_dec, st_pf, gauges, 
             elif tr == t:
                 ready_at[rr] = INF
                 state[rr] = READY
-                reset(rp, blank, ncls, rr, t)
+                reset(rp, blank, ncls, kc, ip, rr, t)
             else:
                 _decide(rp, state, ready_at, au, memory, t, tl, ti - 1)
                 ti += 1
-        while not advance(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, tau):
+        while not advance(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, tau):
             h = grown_heap(h)
         if last:
             break
         ia, ib, n_ready = _picks(state, router, u_route, ctr)
-        r = route(rp, state, n_ready, router, nxt, ia, ib)
+        c = conv[i] if conv.shape[0] > 0 else -1
+        r = route(rp, state, n_ready, router, nxt, ia, ib, last_replica[c] if c >= 0 else -1, ip[MARGIN])
         nxt = (r + 1) % n_rep  # the next search starts after this one: round robin over the ready replicas
         if k_adm == k_adm and _queue_full(rp, r, k_adm):
             rq[i].replica = r
             rq[i].reason = REASON_REJECTED
             rq[i].finish = tau
-            _retry(rq, i, tau, ry, u_retry, origin, attempt, retries, ctr, i_trace)
+            _retry(rq, i, tau, ry, u_retry, origin, attempt, conv, retries, ctr, i_trace)
             continue
-        enqueue(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp, r, i)
-    drain(rq, rp, ncls, h, prefix, st_dec, st_pf, ip, fp)
+        if c >= 0:
+            last_replica[c] = r
+        enqueue(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r, i)
+    drain(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp)
     return ti - 1
 
 
@@ -330,11 +345,22 @@ def simulate_policy(trace: Trace, config: FleetConfig, policy: Policy, seed: int
     for name in ("ran", "reason", "replica", "pf", "nxt", "prv", "pf_nxt", "pf_prv"):
         rq[name] = -1
     rq["id"] = np.arange(cap)  # every request and retry has a row of its own
-    rp = new_replicas(n_rep)
+    pk = prefix_keys(trace, eng.block_size)
+    caching = eng.prefix_caching and pk is not None
+    if caching:
+        for name, values in (("pent", pk.prefix_entity), ("npb", pk.prefix_blocks), ("cent", pk.entity),
+                             ("cap", pk.first_cap)):
+            rq[name][:n] = values
+    conv = np.full(cap if pk is not None else 0, -1, dtype=np.int64)
+    if pk is not None:
+        conv[:n] = pk.conversation
+    last_replica = np.full(pk.n_conversations if pk is not None else 0, -1, dtype=np.int64)
     bs = eng.block_size
-    ip, fp = engine_arrays(config)
+    ip, fp = engine_arrays(config, caching=caching)
+    rp = new_replicas(n_rep, ip)
     code = ROUTER_CODES[config.router]
-    u_route = uniform_floats(seed * ROUTER_SEED[0] + ROUTER_SEED[1], 2 * cap if code >= 2 else 0)
+    u_route = uniform_floats(seed * ROUTER_SEED[0] + ROUTER_SEED[1],
+                             2 * cap if code in (RANDOM, POWER_OF_TWO) else 0)
     u_retry = uniform_floats(seed * RETRY_SEED[0] + RETRY_SEED[1], cap - n if policy.retry else 0)
     if len(u_retry) == 0:
         u_retry = np.zeros(1)
@@ -351,11 +377,13 @@ def simulate_policy(trace: Trace, config: FleetConfig, policy: Policy, seed: int
     ctr[ROWS] = n
     ctr[MINUTE] = -1
     gauges = np.zeros((n_rep, n_grid + 1, 3))
-    decisions = _run_policy(rq, n, rp, new_replicas(1), np.zeros((n_rep, bs), dtype=np.int64),
-                            np.zeros((n_rep, bs + 1), dtype=np.int64), np.empty((n_rep, HEAP_ROWS, HEAP_COLUMNS), dtype=np.int64),
+    decisions = _run_policy(rq, n, rp, new_replicas(1, ip), np.zeros((n_rep, bs), dtype=np.int64),
+                            new_cache(n_rep, ip), np.zeros((n_rep, bs + 1), dtype=np.int64),
+                            np.empty((n_rep, HEAP_ROWS, HEAP_COLUMNS), dtype=np.int64),
                             np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64),
                             np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64), gauges, ip, fp, code, u_route,
-                            u_retry, float(dt), float(trace.duration_s), state, au, k, ry, origin, attempt, tl, ctr)
+                            u_retry, float(dt), float(trace.duration_s), state, au, k, ry, origin, attempt, conv,
+                            last_replica, tl, ctr)
     rows = int(ctr[ROWS])
     timeline = None
     if policy.autoscaler is not None:

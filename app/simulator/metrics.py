@@ -37,6 +37,11 @@ from app.engine.metrics_catalog import (
     ITL_BUCKETS,
     OPTIONAL_FAMILIES,
     PREEMPTION_BUCKETS,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    PROMPT_TOKEN_SOURCES,
+    PROMPT_TOKENS_BY_SOURCE,
+    PROMPT_TOKENS_CACHED,
     REQUEST_LATENCY_BUCKETS,
     TTFT,
     TTFT_BUCKETS,
@@ -102,12 +107,32 @@ def _observed(grid_index: np.ndarray, values: np.ndarray, bounds: tuple[float, .
     return counts, sums
 
 
+def _prompt_sources(series: _Series, labels: dict[str, str], gi_first: np.ndarray, prompt: np.ndarray,
+                    cached: np.ndarray, n_rows: int) -> None:
+    """``prompt_tokens_cached`` and ``prompt_tokens_by_source`` of the requests whose first token came
+    at ``gi_first``, as vLLM's ``PromptTokenStats`` counts them: computed = prompt - cached; a prompt hit
+    whole but its last token (recomputed, since the engine needs one token to run) counts that token as
+    a cache hit too, so local_compute + local_cache_hit is then the prompt + 1; no KV connector, so no
+    external transfer."""
+    cached = cached.astype(float)
+    recomputed = (cached + 1 == prompt).astype(float)
+
+    def per_grid(values: np.ndarray) -> np.ndarray:
+        return np.bincount(gi_first, weights=values, minlength=n_rows)
+
+    series.counter(PROMPT_TOKENS_CACHED, labels, per_grid(cached))
+    by_source = {"local_compute": prompt - cached, "local_cache_hit": cached + recomputed,
+                 "external_kv_transfer": np.zeros(len(prompt))}
+    for source in PROMPT_TOKEN_SOURCES:
+        series.counter(PROMPT_TOKENS_BY_SOURCE, {**labels, "source": source}, per_grid(by_source[source]))
+
+
 def cache_config_labels(run: FleetRun) -> dict[str, str]:
     """``vllm:cache_config_info`` labels: the engine's CacheConfig fields as strings, plus ``engine``."""
     e = run.config.engine
     return {
         "block_size": str(e.block_size), "cache_dtype": "auto", "calculate_kv_scales": "False",
-        "cpu_offload_gb": "0", "enable_prefix_caching": "False", "engine": "0",
+        "cpu_offload_gb": "0", "enable_prefix_caching": str(e.prefix_caching), "engine": "0",
         "gpu_memory_utilization": str(e.gpu_memory_utilization), "is_attention_free": "False",
         "num_cpu_blocks": "None", "num_gpu_blocks": str(e.num_gpu_blocks), "num_gpu_blocks_override": "None",
         "prefix_caching_hash_algo": "sha256", "sliding_window": "None", "swap_space": "4",
@@ -141,6 +166,9 @@ def metrics_frames(run: FleetRun, arrays: dict[str, np.ndarray] | None = None,
         return np.clip(-(-t_us // dt_us), 0, run.n_grid).astype(np.int64)
 
     served = [p.served_name for p in trace.spec.paths]
+    # the prefix cache's families, as an engine with it on exports them (with it off the simulator
+    # writes none of them, so that the exports of a configuration without it stay as they were)
+    caching = cfg.engine.prefix_caching
     metric_cat: dict[str, int] = {}
     label_cat: dict[str, int] = {}
     parts_m: list[np.ndarray] = []
@@ -188,12 +216,18 @@ def metrics_frames(run: FleetRun, arrays: dict[str, np.ndarray] | None = None,
                 series.counter("vllm:request_success", {**labels, "finished_reason": reason}, per_grid)
             series.counter("vllm:prompt_tokens", labels,
                            np.bincount(gi_first, weights=d["prompt_tokens"][first].astype(float), minlength=n_rows))
+            if caching:
+                _prompt_sources(series, labels, gi_first, d["prompt_tokens"][first], d["cached_tokens"][first],
+                                n_rows)
             series.counter("vllm:generation_tokens", labels, counters.gen_tokens[:, p])
         engine = {**common, "model_name": cfg.engine.model}
         series.add("vllm:num_requests_running", engine, counters.gauges[emitted, 0])
         series.add("vllm:num_requests_waiting", engine, counters.gauges[emitted, 1])
         series.add("vllm:kv_cache_usage_perc", engine, counters.gauges[emitted, 2])
         series.counter("vllm:num_preemptions", engine, counters.preemptions)
+        if caching:
+            series.counter(PREFIX_CACHE_QUERIES, engine, counters.prefix_queries)
+            series.counter(PREFIX_CACHE_HITS, engine, counters.prefix_hits)
         series.histogram(ITERATION_TOKENS, engine, ITERATION_TOKEN_BUCKETS, counters.iter, counters.iter_sum)
         series.add("vllm:cache_config_info", {**cache_config_labels(run), "instance": instance_of(r), "job": "vllm"},
                    np.ones(len(emitted)))
