@@ -726,7 +726,8 @@ def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
         "context": tuple(parse_multipliers(args.context, "--context")), "seeds": args.seeds,
         "assumptions": Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                                    kv_cache_tokens=args.kv_cache_tokens, max_model_len=args.max_model_len,
-                                   block_size=args.block_size, router=args.router),
+                                   block_size=args.block_size, router=args.router,
+                                   prefix_cache=args.prefix_cache),
         "observed_replicas": args.observed_replicas, "calibrate": args.calibrate, "prices": _prices(args),
         "split": args.cost_split,
     }
@@ -838,6 +839,11 @@ def add_scenarios(sub: Any) -> None:
     engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
     engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
                         help="routing policy in front of the replicas (default: least_outstanding, assumed)")
+    engine.add_argument("--prefix-cache", choices=["shared", "off"],
+                        help="the scenarios' prefix cache: 'shared' replays each path's observed cached share "
+                        "(vllm:prefix_cache_hits_total) as a prefix every request shares, whose hit rate no replica "
+                        "count changes; 'off' computes every prompt token (--no-enable-prefix-caching: what the "
+                        "cache is worth). Default: shared where the export shows cache hits")
     _add_paths(p)
     _add_ray(p, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
              "default every core)")

@@ -187,7 +187,7 @@ def _replay_fleet(analysis: Analysis, model: Any, reqs: dict[str, np.ndarray], m
                   policy: Policy, replicas: int, seed: int) -> tuple[dict[str, np.ndarray], Any]:
     max_len = twin_max_model_len(model)
     keep = reqs["arrival_s"] + WARMUP_S >= 0
-    trace = trace_of(analysis.demand, reqs, seed, max_len)
+    trace = trace_of(analysis.demand, reqs, seed, max_len, model)
     compiled.ready(compiled.POLICY)
     sim = simulate_policy(trace, twin_config(model, replicas), policy, seed=seed)
     return _outcome_rows(sim, meta, keep), sim

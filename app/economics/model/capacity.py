@@ -80,6 +80,11 @@ class Assumptions:
     arrivals_within_window: str = "poisson"  # arrivals inside a demand window
     tpot_scale: float = 1.0  # calibration factor on the decode step time (1 = none)
     prefill_scale: float = 1.0  # calibration factor on the prefill time (1 = none)
+    # what the twin's prefix cache serves: "shared" (a path's observed cached share, as a prefix every
+    # request of the path shares: a system prompt, whose hit rate no replica count changes) or "off"
+    # (every prompt token computed: vLLM with --no-enable-prefix-caching). None: shared where the
+    # export shows cache hits
+    prefix_cache: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +95,8 @@ class Assumptions:
 
 
 GIVEN_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size",
-                "router")
+                "router", "prefix_cache")
+PREFIX_CASES = ("shared", "off")
 
 
 @dataclass

@@ -269,6 +269,10 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     (:func:`close_on_shares`), for :func:`residuals` and :func:`flags`."""
     assumptions = assumptions or Assumptions()
     say = progress or (lambda _msg: None)
+    # the prefix cache a scenario asks for applies to its predictions; the fit, the calibration and
+    # the residual replay the fleet as it was observed (its cache as the export shows it)
+    scenario_prefix = assumptions.prefix_cache
+    assumptions = replace(assumptions, prefix_cache=None)
     fitted = fit(ws, dataset_ids, promises, path_labels, assumptions, observed_replicas)
     fit_kv = fitted.model.sources["kv_tokens"].kind == "fitted"
     t0 = pd.Timestamp(fitted.span.origin, unit="s")
@@ -298,6 +302,9 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     analysis.flags += flags(analysis, views, fitted.targets, seeds, say)
     analysis.fleet_residual = fleet_residual(fitted.targets, views)
     analysis.peak_load_observed = peak_load(demand, observed.replicas)
+    if scenario_prefix is not None:
+        analysis.model = replace(analysis.model, assumptions=replace(analysis.model.assumptions,
+                                                                     prefix_cache=scenario_prefix))
     return analysis
 
 

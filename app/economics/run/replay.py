@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.economics.model.capacity import ReplicaModel
-from app.economics.model.demand import Demand, synthesize
+from app.economics.model.demand import Demand, shared_prefix, synthesize
 from app.economics.run import compiled
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import FleetRun
@@ -79,6 +79,7 @@ def twin_config(model: ReplicaModel, replicas: int, gauge_s: float = 60.0) -> Fl
         block_size=model.block_size,
         num_gpu_blocks=max(twin_max_model_len(model) // model.block_size, int(kv // model.block_size)),
         max_model_len=twin_max_model_len(model),
+        prefix_caching=prefix_caching(model),
     )
     step = StepTime(
         base_s=model.step_base_s * a.tpot_scale,
@@ -94,7 +95,36 @@ def twin_config(model: ReplicaModel, replicas: int, gauge_s: float = 60.0) -> Fl
     return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=gauge_s)
 
 
-def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
+def prefix_caching(model: ReplicaModel) -> bool:
+    """Whether the twin's engines cache prefixes: where the export shows the cache serving prompt
+    tokens, unless the scenario turns it off (``Assumptions.prefix_cache``)."""
+    case = model.assumptions.prefix_cache
+    return case != "off" and math.isfinite(model.prefix_cached_share) and model.prefix_cached_share > 0
+
+
+def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np.ndarray]
+                  ) -> dict[str, np.ndarray]:
+    """The shared prefixes of a scenario's requests (``Trace.prefix_group``, ``prefix_tokens``): per path
+    whose export shows the cache serving a share of its prompt tokens, a prefix every request of the
+    path starts with (``shared_prefix``: whole KV blocks, at most a prompt less its last token) that
+    would serve that share; none where caching is off. A shared prefix's hit rate is the same at any
+    replica count (each replica caches it once): the "shared" case of ``Assumptions.prefix_cache``."""
+    if not prefix_caching(model):
+        return {}
+    group = np.full(len(requests["path"]), -1, dtype=np.int64)
+    tokens = np.zeros(len(requests["path"]), dtype=np.int32)
+    for k, p in enumerate(demand.paths):
+        if not (math.isfinite(p.cached_share) and p.cached_share > 0):
+            continue
+        mine = requests["path"] == k
+        _, held = shared_prefix(requests["prompt_tokens"][mine], p.cached_share, model.block_size)
+        group[mine] = np.where(held > 0, k, -1)
+        tokens[mine] = held
+    return {"prefix_group": group, "prefix_tokens": tokens} if (group >= 0).any() else {}
+
+
+def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
+           prefix: Mapping[str, np.ndarray] | None = None) -> Trace:
     specs = tuple(PathSpec(name=p.name, served_name=p.name, mean_rate=0.0, peak_to_trough=1.0, peak_hour_utc=0.0,
                            prompt_median=1.0, prompt_sigma=0.0) for p in demand.paths)
     arrival = requests["arrival_s"] + WARMUP_S
@@ -111,13 +141,16 @@ def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_mo
                  arrival_s=kept(arrival), path=kept(requests["path"]), prompt_tokens=kept(requests["prompt_tokens"]),
                  output_tokens=kept(requests["output_tokens"]), hits_max=np.broadcast_to(np.False_, (n,)),
                  request_id=np.arange(n, dtype=np.int64), spec=TrafficSpec(paths=specs, max_model_len=max_model_len),
-                 seed=seed)
+                 seed=seed, **{k: kept(v) for k, v in (prefix or {}).items()})
 
 
-def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int) -> Trace:
+def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
+             model: ReplicaModel | None = None) -> Trace:
     """The twin's trace of a scenario's requests (``demand_requests``, or requests a policy changed):
-    times moved by the warm-up, requests before the replay's start dropped."""
-    return _trace(demand, requests, seed, max_model_len)
+    times moved by the warm-up, requests before the replay's start dropped; with ``model``, the
+    shared prefixes its prefix cache serves (``prefix_arrays``)."""
+    return _trace(demand, requests, seed, max_model_len,
+                  prefix_arrays(model, demand, requests) if model is not None else None)
 
 
 def _with_warmup(demand: Demand, reqs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -162,7 +195,7 @@ def _twin_trace(model: ReplicaModel, demand: Demand, traffic: float, context: fl
                 requests: Mapping[str, np.ndarray] | None) -> Trace:
     max_len = twin_max_model_len(model)
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
-    return _trace(demand, reqs, seed, max_len)
+    return _trace(demand, reqs, seed, max_len, prefix_arrays(model, demand, reqs))
 
 
 def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
