@@ -155,8 +155,7 @@ def test_the_replays_breach_counts_are_the_shares_of_its_outcomes(bundled: Analy
         got = replay(a.model, a.demand, replicas, a.thresholds, traffic, seed=seed, requests=reqs)
         run, _ = run_twin(a.model, a.demand, replicas, traffic, seed=seed, requests=reqs)
         ref_run = run_fleet(run.trace, twin_config(a.model, replicas), seed=seed, drain=True, metrics=False)
-        want = shares_of(outcomes(ref_run), a.demand, run.trace.path_names, a.thresholds,
-                         frontend_s=a.model.frontend_s)
+        want = shares_of(outcomes(ref_run), a.demand, run.trace.path_names, a.thresholds)
         assert (got.requests, got.ttft, got.tpot, got.joint) == (want.requests, want.ttft, want.tpot, want.joint)
         for name, per in want.windows.items():
             for key, v in per.items():
@@ -164,16 +163,14 @@ def test_the_replays_breach_counts_are_the_shares_of_its_outcomes(bundled: Analy
         assert sum(want.requests.values()) > 1000
 
 
-def _view_of_arrays(d: dict[str, np.ndarray], run, demand, replicas: int, thresholds,
-                    frontend_s: float = 0.0) -> dict[str, object]:
-    """``calibration.twin_view`` as it was computed from per-request arrays (the reference); TTFT
-    breaches count the API server's part (``frontend_s``) the twin's engine leaves out."""
+def _view_of_arrays(d: dict[str, np.ndarray], run, demand, replicas: int, thresholds) -> dict[str, object]:
+    """``calibration.twin_view`` as it was computed from per-request arrays (the reference)."""
     done = d["finished"] & in_export(demand, d["finish"])
     first = ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
     decode = (d["finish"] - d["first_token"])[done]
     gaps = np.maximum(d["output_tokens"][done] - 1, 0)
     n_min = int(round(demand.duration_s / demand.window_s))
-    shares = shares_of(d, demand, run.trace.path_names, thresholds, frontend_s=frontend_s)
+    shares = shares_of(d, demand, run.trace.path_names, thresholds)
     minute = np.ceil((d["first_token"][first] - WARMUP_S + demand.origin - demand.origin) / demand.window_s
                      - 1e-9).astype(int) - 1
     counts = np.zeros((n_min, replicas))
@@ -197,7 +194,7 @@ def test_the_twin_view_counted_in_the_rows_is_the_per_request_arrays_view(bundle
         view = twin_view(a.model, span, replicas, a.thresholds, seed=7)
         run, _ = run_twin(a.model, span, replicas, seed=7)
         ref_run = run_fleet(run.trace, twin_config(a.model, replicas), seed=7, drain=True, metrics=False)
-        want = _view_of_arrays(outcomes(ref_run), run, span, replicas, a.thresholds, a.model.frontend_s)
+        want = _view_of_arrays(outcomes(ref_run), run, span, replicas, a.thresholds)
         assert (view.ttft_share, view.tpot_share, view.joint_share) == (
             want["ttft_share"], want["tpot_share"], want["joint_share"])
         for key in ("itl_mean_s", "prefill_mean_s", "dispersion"):

@@ -228,7 +228,7 @@ def replay_row(analysis: Analysis, row: PolicyScenario, seed: int = 0,
         m = inside & (u["path"] == k)
         n = int(m.sum())
         rej = u["rejected"][m]
-        ttft_b = rej | (u["ttft_s"][m] + model.frontend_s > u["ttft_limit"][m])  # + the API server's part
+        ttft_b = rej | (u["ttft_s"][m] > u["ttft_limit"][m])
         th = tpot_th[name]
         tpot_b = ~rej & (u["tpot_s"][m] > th) if th is not None else np.zeros(n, bool)
         served = ~rej

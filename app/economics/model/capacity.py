@@ -147,8 +147,9 @@ class ReplicaModel:
     flags: list[str] = field(default_factory=list)  # what could not be identified, and what would fix it
     step_basis: str = ""  # which series the step time was fitted on
     step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
-    # the API server's part of TTFT, outside the engine's queue and prefill (its mean): the twin's engine
-    # starts at the engine's arrival, so a promise on TTFT is checked against the twin's TTFT plus this
+    # the part of TTFT outside the engine's queue and prefill time (its mean), shown, not replayed: on
+    # vLLM V1 it holds the wait for the step under way (a request is queued between steps), which the
+    # twin's queue already counts, besides the API server's own time
     frontend_s: float = 0.0
     # the share of prompt tokens the prefix cache served over the range (NaN: no prefix-cache counter)
     prefix_cached_share: float = math.nan
@@ -383,7 +384,8 @@ def frontend_source(intervals: pd.DataFrame) -> tuple[float, Source]:
     prefill = sums["prefill_sum"] / sums["prefill_count"]
     front = max(ttft - queue - prefill, 0.0)
     return front, Source("measured", f"{1000 * front:.1f} ms: mean TTFT {1000 * ttft:.1f} ms less mean queue time "
-                         f"{1000 * queue:.1f} ms less mean prefill time {1000 * prefill:.1f} ms")
+                         f"{1000 * queue:.1f} ms less mean prefill time {1000 * prefill:.1f} ms; shown, not "
+                         "replayed (it holds the wait for the step under way, which the twin's queue counts)")
 
 
 def prefix_cache_source(intervals: pd.DataFrame) -> tuple[float, Source]:

@@ -263,8 +263,7 @@ def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds
     names = trace.path_names
     n_windows = int(round(demand.duration_s / demand.window_s))
     counting = Counting(
-        # the twin's TTFT starts at the engine: the API server's part is taken off the threshold
-        ttft_s=np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float) - model.frontend_s,
+        ttft_s=np.array([_th(thresholds, n, "ttft_s") for n in names], dtype=float),
         tpot_s=np.array([_th(thresholds, n, "tpot_s") for n in names], dtype=float),
         t_lo=WARMUP_S, t_hi=WARMUP_S + demand.duration_s, window_s=float(demand.window_s), n_windows=n_windows,
         origin=float(demand.origin), view_window_s=float(demand.window_s), n_view=n_windows if view else 0)
@@ -279,10 +278,9 @@ def _th(thresholds: Mapping[str, Thresholds], name: str, key: str) -> float:
 
 
 def shares_of(d: Mapping[str, np.ndarray], demand: Demand, names: Sequence[str],
-              thresholds: Mapping[str, Thresholds], sim_seconds: float = 0.0, frontend_s: float = 0.0) -> RunShares:
+              thresholds: Mapping[str, Thresholds], sim_seconds: float = 0.0) -> RunShares:
     """Per path over the export's range, and per window: first tokens and TTFT breaches (by first-token
-    time), finished requests and joint breaches (by finish time), as the histograms observe them;
-    ``frontend_s``: the API server's part of TTFT, outside the engine (``ReplicaModel.frontend_s``)."""
+    time), finished requests and joint breaches (by finish time), as the histograms observe them."""
     out = RunShares(requests={}, ttft={}, tpot={}, joint={}, windows={}, sim_seconds=sim_seconds)
     n_windows = int(round(demand.duration_s / demand.window_s))
     for k, name in enumerate(names):
@@ -292,8 +290,7 @@ def shares_of(d: Mapping[str, np.ndarray], demand: Demand, names: Sequence[str],
         is_path = d["path"] == k
         first = is_path & ~np.isnan(d["first_token"]) & in_export(demand, d["first_token"])
         done = is_path & d["finished"] & in_export(demand, d["finish"])
-        ttft_b = (d["ttft_s"] > th.ttft_s - frontend_s if th.ttft_s is not None
-                  else np.zeros(len(d["ttft_s"]), bool))
+        ttft_b = d["ttft_s"] > th.ttft_s if th.ttft_s is not None else np.zeros(len(d["ttft_s"]), bool)
         tpot_b = d["tpot_s"] > th.tpot_s if th.tpot_s is not None else np.zeros(len(d["tpot_s"]), bool)
         joint_b = ttft_b | tpot_b
         out.requests[name] = int(first.sum())
