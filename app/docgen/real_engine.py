@@ -127,4 +127,25 @@ def page(doc: Mapping[str, Any], command: str = COMMAND) -> str:
             "One replica leaves the other core to the driver and Prometheus; two take both cores, so the driver "
             "and Prometheus share them with the engines. The machine is shared: a run waits for a quiet machine "
             "before it starts, and the cores' busy shares say how quiet it stayed.", ""]
+    out += _speeds(doc)
     return "\n".join(out)
+
+
+def _speeds(doc: dict) -> list[str]:
+    """Each run's engine against the observed run's, by their own per-step logs: the step of a batch of
+    8 decoding requests."""
+    laws = {r["name"]: r.get("step_truth") or {} for r in doc["runs"]}
+    base = laws.get(doc["observed_run"], {})
+    if not base.get("base_ms"):
+        return []
+
+    def at8(law: dict) -> float:
+        return law["base_ms"] + 8 * law["per_seq_ms"]
+
+    parts = [f"{name} {at8(law):.1f} ms ({at8(law) / at8(base) - 1:+.0%})" for name, law in sorted(laws.items())
+             if law.get("base_ms") and name != doc["observed_run"]]
+    return [f"The engines' own step at a batch of 8 decoding requests, from each run's per-step log: "
+            f"{doc['observed_run']} (observed) {at8(base):.1f} ms; " + "; ".join(parts) + ". A step is slower "
+            "where contexts are longer (the KV a step reads: context x1.5) and where the machine is busier: two "
+            "replicas at x2 carry the observed run's traffic each, so what their step loses is the machine's "
+            "(the driver and Prometheus share the replicas' cores), a machine the fit never saw.", ""]
