@@ -100,7 +100,7 @@ def test_the_capacity_model_page_fits_and_shows_the_model_on_open() -> None:
     assert any(c.value.startswith("Fitted on open with the Economics page's inputs") for c in at.caption)
     model = [d.value for d in at.dataframe if "quantity" in d.value.columns][0]
     assert {"KV capacity", "max_num_seqs"} <= set(model["quantity"])
-    assert set(model["source"]) <= {"given", "engine config", "fitted", "calibrated", "assumed"}
+    assert set(model["source"]) <= {"given", "engine config", "measured", "fitted", "calibrated", "assumed"}
     assert any(c.value.startswith("Isotonic fits of the per-window joint share") for c in at.caption)
 
 

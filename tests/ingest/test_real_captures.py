@@ -24,7 +24,8 @@ EXPECTED = {
         "max_running", "requests", "failed_requests", "prompt_tokens_total", "generation_tokens_total"}),
     "sglang-v0.5.10-abridged-datadog.prom": ("sglang", {
         "ttft", "itl", "e2e", "queue", "prompt_tokens", "generation_tokens", "running", "waiting", "kv_usage",
-        "requests", "prompt_tokens_total", "generation_tokens_total", "kv_capacity_tokens"}),
+        "requests", "prompt_tokens_total", "generation_tokens_total", "kv_capacity_tokens",
+        "prompt_tokens_cached_total"}),
     "triton-trtllm-readme-base-metrics.prom": ("triton", {"requests", "failed_requests", "waiting"}),
     "trtllm-backend-readme-inflight-batcher.prom": ("trtllm", {"running", "waiting", "max_running", "kv_usage"}),
     "trtllm-backend-readme-v1-model.prom": (None, set()),
