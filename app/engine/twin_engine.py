@@ -1060,7 +1060,7 @@ HEADS = ("run_head", "run_tail", "wait_head", "wait_tail", "in_head", "in_tail",
 
 def new_cache(n_rep: int, ip: np.ndarray) -> np.ndarray:
     """The prefix caches of ``n_rep`` fresh replicas (one row each: see :func:`_cache_reset`), or a
-    placeholder when the cache does not work (``ip[CACHING]`` 0)."""
+    one-column array of zeros when caching is off (``ip[CACHING]`` 0: no block is ever looked up)."""
     if not ip[CACHING]:
         return np.zeros((n_rep, 1), dtype=np.int64)
     nb, t = int(ip[NB]), int(ip[TSIZE])

@@ -96,7 +96,6 @@ class Assumptions:
 
 GIVEN_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size",
                 "router", "prefix_cache")
-PREFIX_CASES = ("shared", "off")
 
 
 @dataclass
@@ -438,12 +437,12 @@ def _held_out_rmse(columns: list[np.ndarray], kept: list[int], y: np.ndarray) ->
     noise of some stretch does not carry to the next)."""
     n = len(y)
     fold = np.arange(n) * HELD_OUT_FOLDS // max(n, 1)
-    errors = np.empty(n)
+    design = np.column_stack([c if j in kept else np.zeros(n) for j, c in enumerate(columns)])
+    errors = np.zeros(n)
     for k in range(HELD_OUT_FOLDS):
         test = fold == k
         if not test.any() or test.all():
             continue
-        design = np.column_stack([c if j in kept else np.zeros(n) for j, c in enumerate(columns)])
         coef, _ = _nnls(design[~test], y[~test])
         errors[test] = y[test] - design[test] @ coef
     return float(np.sqrt((errors ** 2).mean()))
