@@ -21,7 +21,7 @@ DOC = ROOT / "docs" / "architecture.md"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.sql", "app.jsonable", "app.escape", "app.provenance", "app.ingest", "app.engine"),
     ("app.store", "app.simulator"),
-    ("app.cube", "app.promise.shares"),
+    ("app.cube", "app.promise.shares", "app.promise.screen"),
     ("app.records",),
     ("app.load", "app.live.client"),
     ("app.live.pushdown",),

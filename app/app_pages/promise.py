@@ -2,8 +2,10 @@
 workspace), then the breach shares with honest bounds, the joint interval, attainment against the
 target, the error budget, the per-window breach share and the burn-rate alerts.
 
-Queries: ``promise__shares`` (per path and per window), ``promise__burn_alerts``,
-``records__joint_shares`` (exact joint share when per-request records are loaded).
+Queries: the cube's per-window lists (``promise__window_lists``) as running totals, looked up at the
+screen's resolution (``app.promise.screen``); ``promise__shares`` and ``promise__burn_alerts`` for the
+download of every window; ``records__joint_shares`` (exact joint share when per-request records are
+loaded).
 """
 
 from __future__ import annotations
@@ -160,12 +162,17 @@ st.subheader("Over time")
 signal = st.segmented_control("Breach share of", ["joint", "ttft", "tpot", "e2e", "queue"], key=state.PROMISE_SIGNAL,
                               default="joint", format_func=lambda s: promise_view.SIGNAL_NAMES.get(s, s))
 by_window = cache.shares(db, ref, promises, start, end, include_failed, by_window=True)
-st.plotly_chart(charts.breach_share_by_window(by_window, ref.window_s, signal or "joint"), key="share_chart",
+step_s = cache.promise_step(db, ref, promises, start, end, include_failed)
+st.plotly_chart(charts.breach_share_by_window(by_window, step_s, signal or "joint"), key="share_chart",
                 width="stretch")
 alerts = cache.alerts(db, ref, promises, start, end, include_failed)
-st.plotly_chart(charts.alert_states(alerts, ref.window_s), key="alert_chart", width="stretch")
+st.plotly_chart(charts.alert_states(alerts, step_s), key="alert_chart", width="stretch")
 prices = promise_view.breach_prices(mine.get_setting(economics_view.SETTING_ECONOMICS, None), paths)
-tables.dataframe(promise_view.alert_summary(alerts, ref.window_s, prices), hide_index=True, key="alert_table")
+tables.dataframe(promise_view.alert_summary(alerts, step_s, prices), hide_index=True, key="alert_table")
+st.caption(promise_view.resolution_note(ref.window_s, step_s))
+st.download_button("Every window (CSV)", partial(promise_view.full_resolution_file, ws, ref.id, ref.window_s,
+                                                 promise_view.to_promises(promises), start, end, include_failed),
+                   file_name="headroom-promise-windows.csv", mime="text/csv", key="promise_windows_csv")
 if prices is None:
     st.caption("Set a breach price on the Economics page (and run it) to see the budget's burn in dollars per hour "
                "beside the burn rate.")

@@ -33,7 +33,9 @@ from app.economics.decide import policy_file
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.decide.policies import PolicyPrediction
 from app.economics.predict.scenarios import Analysis, Prediction, Scenario
-from app.promise.shares import PromiseTables, evaluate, time_range
+from app.promise.screen import ScreenTables
+from app.promise.screen import evaluate as evaluate_screen
+from app.promise.shares import time_range
 from app.records import exact_joint_shares
 from app.store import Workspace, default_db_path
 from app.tail import attribution
@@ -197,10 +199,11 @@ def bucket_bounds(db: str, ref: CubeRef) -> dict[str, list[float]]:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def promise_tables(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
-                   include_failed: bool) -> PromiseTables:
-    """Shares per path and per window and the burn alerts of a promise: one pass over the cube."""
-    return evaluate(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
-                    include_failed=include_failed)
+                   include_failed: bool) -> ScreenTables:
+    """Shares per path over the range and per step, and the burn alerts of a promise, at the screen's
+    resolution (``app.promise.screen``: lookups in the cube's running totals)."""
+    return evaluate_screen(workspace(db), ref.id, ref.window_s, to_promises(promises), start, end,
+                           include_failed=include_failed)
 
 
 def shares(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
@@ -212,6 +215,12 @@ def shares(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, 
 def alerts(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
            include_failed: bool) -> pd.DataFrame:
     return promise_tables(db, ref, promises, start, end, include_failed).alerts
+
+
+def promise_step(db: str, ref: CubeRef, promises: tuple[tuple, ...], start: datetime, end: datetime,
+                 include_failed: bool) -> int:
+    """The step (seconds) of the per-window tables: the cube window, or coarser on a long range."""
+    return promise_tables(db, ref, promises, start, end, include_failed).step_s
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

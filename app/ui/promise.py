@@ -12,7 +12,7 @@ import pandas as pd
 
 from app.cube import pulled_by_store
 from app.escape import md, visible
-from app.promise import report, rules
+from app.promise import report, rules, screen
 from app.promise import shares as pm
 from app.store import MODEL_LABEL, Workspace
 from app.ui.session import Settings
@@ -204,6 +204,33 @@ def quick_ranges(starts: Sequence[datetime], window_s: int) -> dict[str, tuple[d
         if 2 * window_s <= seconds < span:
             picks[label] = (starts[bisect_left(starts, end - timedelta(seconds=seconds))], starts[-1])
     return {**picks, WHOLE_RANGE: (starts[0], starts[-1])} if picks else {}
+
+
+def resolution_note(window_s: int, step_s: int) -> str:
+    """What the per-window chart and alerts show: every window, or steps of several (the screen's
+    resolution), and where every window is."""
+    if step_s == window_s:
+        return (f"Each point is one {_duration(window_s)} window of the cube. The alert states at a window's end read "
+                "the joint breach share over each rule's trailing range (5 min to 3 d) as one range.")
+    return (f"Each point is {_duration(step_s)} of {_duration(window_s)} windows (the range holds more windows than "
+            f"a chart shows, about {screen.MAX_POINTS:,} per path): its shares are those of the windows in it, "
+            "exact at a bucket bound, as over any range. The alert states at a step's end read the joint breach share "
+            "over each rule's trailing range (5 min to 3 d) as one range, so they are the same at any zoom. "
+            "Every window's shares, burn rate and alert states: the CSV below.")
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def full_resolution_file(ws: Workspace, cube_id: int, window_s: int, promises: Sequence[pm.Promise],
+                         start: datetime, end: datetime, include_failed: bool) -> str:
+    """Every window's shares, burn rate and alert states as CSV (promise__shares, window by window),
+    built when the button is clicked."""
+    return screen.full_resolution_csv(ws, cube_id, window_s, list(promises), start, end, include_failed)
 
 
 def report_download(datasets: Sequence[str], text: str, csv: bool) -> str:
