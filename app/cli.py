@@ -962,7 +962,7 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--size", choices=["small", "full"], default="small",
                    help="small: under a minute; full: 1 M text lines, 1/10/100 M samples, a 30-day cube, a day replay")
     _add_output(p, ["table", "json"], "table")
-    p.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month")
+    p.add_argument("--only", help="comma-separated subset of: text_ingest, cube, replay, interaction, month, month15")
     p.add_argument("--workdir", help="keep the generated data here (default: a temporary directory, removed)")
     p.add_argument("--no-prometheus", action="store_true", help="skip the PromQL comparison")
     _add_ray(p, "also run the replay benchmark's grid on a Ray cluster, against the local pool")

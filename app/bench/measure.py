@@ -198,3 +198,29 @@ def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "memory_gb": mem_gb, "python": platform.python_version(),
             "duckdb": duckdb.__version__, "pandas": pd.__version__, "platform": platform.platform(),
             "load_average_at_start": None if load is None else round(load, 2)}
+
+
+def profile(fn: Callable[[], Any], repeat: int = 3, top: int = 8) -> list[dict[str, Any]]:
+    """Where a call's time goes: ``fn`` run ``repeat`` times under cProfile, the ``top`` functions of
+    Headroom (``app/``) and of the libraries it calls by cumulative time, milliseconds per call."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(repeat):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = []
+    root = str(Path(__file__).resolve().parents[2])
+    for (file, line, name), (_, _, _, cumulative, _) in stats.items():
+        if file.startswith(root):
+            where = f"{Path(file).resolve().relative_to(root)}:{name}"
+        elif "site-packages" in file:
+            where = f"{file.split('site-packages/')[1].split('/')[0]}:{name}"
+        else:
+            continue
+        rows.append({"function": where, "line": line, "ms": round(cumulative / repeat * 1000, 2)})
+    rows.sort(key=lambda r: -r["ms"])
+    return rows[1:top + 1]  # the first is fn itself

@@ -14,7 +14,7 @@ from app import provenance
 from app.bench import document, suites
 from app.bench.measure import Result, machine
 
-BENCHMARKS = ("text_ingest", "cube", "replay", "interaction", "month")
+BENCHMARKS = ("text_ingest", "cube", "replay", "interaction", "month", "month15")
 
 
 def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | Path | None = None,
@@ -65,6 +65,15 @@ def run(size: str = "small", only: Sequence[str] | None = None, workdir: str | P
                 if size == "small":
                     raise
                 say(f"  economics_month failed, no row: {exc}")
+        if "month15" in chosen:
+            say(f"== economics at month scale, scraped every 15 s ({spec.month15_hours:g} h of "
+                f"{spec.month15_replicas} replicas)")
+            try:
+                results += suites.economics_month_15s(spec, root, say)
+            except RuntimeError as exc:
+                if size == "small":
+                    raise
+                say(f"  economics_month_15s failed, no row: {exc}")
     finally:
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)

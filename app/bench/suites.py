@@ -19,12 +19,13 @@ import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import ingest
-from app.bench import generate, promql
-from app.bench.measure import Result, child, timed
+from app.bench import browser, generate, promql, victoria
+from app.bench.measure import Result, child, profile, timed
 from app.bench.reference import compare
 from app.cube import store_rows
 from app.economics.decide import decision
 from app.economics.decide.money import Prices
+from app.economics.model.demand import MAX_DEMAND_WINDOWS
 from app.economics.predict import scenarios
 from app.economics.run.executors import default_workers
 from app.economics.run.ray_executor import RayCluster
@@ -39,6 +40,7 @@ from app.economics.run.replay import (
 )
 from app.engine.fleet import run_fleet
 from app.load import load_file
+from app.promise import screen as promise_screen
 from app.promise import shares as pm
 from app.promise.shares import Promise
 from app.simulator import simulate_day
@@ -70,6 +72,8 @@ class Size:
     month_grid_replicas: tuple[int, ...]
     month_grid_traffic: tuple[float, ...]
     month_seeds: int
+    month15_hours: float  # the economics_month_15s export: the same fleet scraped every 15 s
+    month15_replicas: int
 
 
 SIZES = {
@@ -77,12 +81,12 @@ SIZES = {
                   pandas_at=300_000, interaction_days=3, interaction_paths=10, replay_hours=0.5,
                   grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3, interaction_budget_s=6,
                   month_hours=0.5, month_replicas=4, month_grid_replicas=(3, 4, 5), month_grid_traffic=(1.0, 1.5),
-                  month_seeds=2),
+                  month_seeds=2, month15_hours=1, month15_replicas=4),
     "full": Size("full", text_lines=1_000_000, cube_samples=(1_000_000, 10_000_000, 100_000_000),
                  cube_files=(1, 1, 10), pandas_at=10_000_000, interaction_days=30, interaction_paths=10,
                  replay_hours=24, grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3,
                  interaction_budget_s=240, month_hours=720, month_replicas=8, month_grid_replicas=(6, 8, 10),
-                 month_grid_traffic=(1.0, 1.5), month_seeds=3),
+                 month_grid_traffic=(1.0, 1.5), month_seeds=3, month15_hours=720, month15_replicas=8),
 }
 
 
@@ -340,42 +344,48 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
         log(f"interaction cube: {size.interaction_days:g} days x {size.interaction_paths} paths, "
             f"{table.num_rows:,} cube rows")
         start, end = pm.time_range(ws, 1, None, None)
-        # what the Promise page runs (promise.evaluate: one read of the cube's per-window lists for
-        # the three tables), and the same three tables from the separate calls, for the breakdown
-        parts: dict[str, list[float]] = {"shares": [], "by_window": [], "alerts": []}
+        # what the Promise page runs (promise_screen.evaluate: the shares over the range, per step and
+        # the alerts at each step's end, looked up in the cube's running totals, which the first
+        # change builds); beside it, today's full-resolution path (promise.evaluate, every window)
+        t0 = time.perf_counter()
+        first = promise_screen.evaluate(ws, 1, WINDOW_S, [pm.Promise(ttft_s=0.3, tpot_s=0.045)], start, end)
+        first_s = time.perf_counter() - t0
         totals: list[float] = []
+        full: list[float] = []
         deadline = time.perf_counter() + size.interaction_budget_s
         i = 0
-        while i < 3 or (i < 15 and time.perf_counter() < deadline):
+        while i < 5 or (i < 25 and time.perf_counter() < deadline):
             promises = [pm.Promise(ttft_s=0.25 + 0.05 * i, tpot_s=0.04 + 0.002 * i, target=0.99)]
             t0 = time.perf_counter()
-            pm.evaluate(ws, 1, WINDOW_S, promises, start, end)
+            screen = promise_screen.evaluate(ws, 1, WINDOW_S, promises, start, end)
             totals.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            pm.shares(ws, 1, promises, start, end)
-            t1 = time.perf_counter()
-            windows = pm.shares(ws, 1, promises, start, end, by_window=True)
-            t2 = time.perf_counter()
-            pm.burn_alerts(ws, 1, WINDOW_S, promises, start, end, windows=windows)
-            t3 = time.perf_counter()
-            parts["shares"].append(t1 - t0)
-            parts["by_window"].append(t2 - t1)
-            parts["alerts"].append(t3 - t2)
+            if i < 3:
+                t0 = time.perf_counter()
+                pm.evaluate(ws, 1, WINDOW_S, promises, start, end)
+                full.append(time.perf_counter() - t0)
+                _same_range_rows(screen.paths, pm.shares(ws, 1, promises, start, end))
             i += 1
-        log(f"  promise change: median {statistics.median(totals) * 1000:.0f} ms over {len(totals)} changes")
+        log(f"  promise change: median {statistics.median(totals) * 1000:.0f} ms over {len(totals)} changes "
+            f"(steps of {screen.step_s} s; every window: {statistics.median(full) * 1000:.0f} ms)")
+        where = profile(lambda: promise_screen.evaluate(ws, 1, WINDOW_S, promises, start, end))
     finally:
         ws.close()
+    steps = int(len(screen.windows) / max(1, len(screen.paths)))
     promise_result = Result(
         name="promise_change", samples=table.num_rows, seconds=statistics.median(totals), runs=totals,
         detail={"statistic": "median", "cube_rows": table.num_rows, "days": size.interaction_days,
-                "paths": size.interaction_paths, "window_s": WINDOW_S,
-                **{f"{k}_median_ms": round(statistics.median(v) * 1000, 1) for k, v in parts.items()},
-                "separate_calls_median_ms": round(statistics.median(
-                    a + b + c for a, b, c in zip(parts["shares"], parts["by_window"], parts["alerts"],
-                                                 strict=True)) * 1000, 1),
-                "what": "a new TTFT/TPOT promise: promise.evaluate, shares per path and per window and "
-                        "burn alerts (what the Promise page runs), on a workspace file; *_median_ms: "
-                        "the separate calls promise.shares, shares by window, burn_alerts"})
+                "paths": size.interaction_paths, "window_s": WINDOW_S, "step_s": screen.step_s,
+                "steps_per_path": steps, "looked_up": screen.looked_up, "first_change_s": round(first_s, 3),
+                "first_step_s": first.step_s,
+                "every_window_median_ms": round(statistics.median(full) * 1000, 1),
+                "same_range_rows": True, "profile": where,
+                "what": "a new TTFT/TPOT promise as the Promise page evaluates it (promise_screen.evaluate): "
+                        "the shares per path over the range, per step (at most "
+                        f"{promise_screen.MAX_POINTS:,} per path) and the alerts at each step's end, each range "
+                        "two lookups in the cube's running totals, on a workspace file; first_change_s: the "
+                        "first change, which builds the running totals; every_window_median_ms: the same "
+                        "promise window by window (promise.evaluate, the download's path); same_range_rows: "
+                        "the range rows equal promise.shares' to 1e-12 (asserted)"})
 
     paths = [generate.PATHS[p % len(generate.PATHS)] for p in range(size.interaction_paths)]
     wide_analysis, wide_predictions = _widen(analysis, predictions, paths)
@@ -392,7 +402,77 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
         detail={"statistic": "median", "predictions": len(wide_predictions), "paths": len(paths),
                 "scenarios": len(wide_predictions) // len(paths),
                 "what": "decision.document re-pricing cached predictions (no replay)"})
-    return [promise_result, price_result]
+    out = [promise_result, price_result]
+    why = browser.missing()
+    if why is None:
+        out.append(promise_change_browser(size, workdir, log))
+    else:
+        log(f"  promise_change_browser skipped: {why}")
+    return out
+
+
+BROWSER_CHANGES = (0.35, 0.5, 0.42, 1.0, 0.3, 0.75, 0.6)  # TTFT thresholds typed, at and between bucket bounds
+
+
+def promise_change_browser(size: Size, workdir: Path, log: Log) -> Result:
+    """The promise change in the dashboard: a workspace holding an export of ``interaction_paths`` paths
+    over ``interaction_days`` (one replica scraped every 5 minutes: the Promise page reads its 5-minute
+    cube), ``streamlit run`` on it, and Chromium typing a path's TTFT threshold, timed to the
+    breach-share chart's redraw (``app.bench.browser``)."""
+    shape = generate.FleetShape(replicas=1, paths=tuple(generate.PATHS[p % len(generate.PATHS)]
+                                                   for p in range(size.interaction_paths)), scrape_interval_s=300)
+    samples = int(size.interaction_days * generate.DAY_S / shape.scrape_interval_s) * shape.series
+    t0 = time.perf_counter()
+    fleet = generate.write_fleet_parquet(workdir / "browser-src", samples, seed=5, shape=shape, stem="paths")
+    db = workdir / "browser.duckdb"
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    with Workspace(str(db)) as ws:
+        ws.con.execute("set enable_progress_bar = false")
+        for path in fleet.paths:
+            report = load_file(ws, Path(path))
+            if report.status != "loaded":
+                raise RuntimeError(f"{path}: {report.errors}")
+    log(f"promise change in the browser: {fleet.samples:,} samples of {size.interaction_paths} paths over "
+        f"{size.interaction_days:g} days loaded in {time.perf_counter() - t0:.0f} s")
+    first_path = sorted(shape.paths)[0]
+    scratch = workdir / "browser"
+    with browser.dashboard(db, scratch) as url, browser.chromium(scratch) as page:
+        t0 = time.perf_counter()
+        browser.open_promise(page, url, first_path)
+        opened = time.perf_counter() - t0
+        timed = browser.promise_changes(page, first_path, BROWSER_CHANGES, log=lambda m: log(f"  {m}"))
+    runs = timed["seconds"]
+    with Workspace(str(db)) as ws:
+        cube_id = int(ws.con.execute("select max(cube_id) from cube_index").fetchall()[0][0])
+        start, end = pm.time_range(ws, cube_id, None, None)
+    log(f"  promise change in the browser: median {statistics.median(runs) * 1000:.0f} ms over {len(runs)} changes")
+    return Result(
+        name="promise_change_browser", samples=fleet.samples, seconds=statistics.median(runs), runs=runs,
+        detail={"statistic": "median", "days": size.interaction_days, "paths": size.interaction_paths,
+                "thresholds": list(BROWSER_CHANGES), "server_ms": timed["server_ms"],
+                "server_median_ms": round(browser.median(timed["server_ms"]), 1),
+                "step_s": promise_screen.screen_step(WINDOW_S, start, end), "first_page_s": round(opened, 2),
+                "what": "Chromium (Playwright) on the dashboard's Promise page: a path's TTFT threshold typed and "
+                        "Enter, to the breach-share chart's traces changing (the chart redrawn with the new "
+                        "shares); server_ms: the page's run on the server for each change (its sidebar's "
+                        "'Last interaction'); first_page_s: the Promise page opened and drawn the first time"})
+
+
+def _same_range_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """The lookups' range rows are promise__shares' (every number to 1e-12), or the benchmark stops."""
+    a, b = got.set_index("path").sort_index(), want.set_index("path").sort_index()
+    if list(a.index) != list(b.index):
+        raise AssertionError(f"promise change: paths {list(a.index)} against {list(b.index)}")
+    for column in pm.SHARE_COLUMNS[2:]:
+        x, y = a[column], b[column]
+        if column == "tpot_basis" or column.endswith("_exact"):
+            same = [(None if pd.isna(u) else u) == (None if pd.isna(v) else v) for u, v in zip(x, y, strict=True)]
+        else:
+            u, v = x.astype(float).to_numpy(), y.astype(float).to_numpy()
+            same = list((np.isnan(u) & np.isnan(v)) | (np.abs(u - v) <= 1e-12 * np.maximum(1.0, np.abs(v))))
+        if not all(same):
+            raise AssertionError(f"promise change: {column} of the lookups differs from promise.shares'")
 
 
 def _widen(analysis: Any, predictions: list[Any], paths: list[str]) -> tuple[Any, list[Any]]:
@@ -535,12 +615,18 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
 MONTH_SEED = 7
 
 
-def month_export(size: Size, workdir: Path, log: Log) -> tuple[Path, dict[str, Any]]:
-    """The month benchmark's export (``headroom simulate --hours H --replicas R``, metrics only) in
-    ``workdir``, generated in its own process, or found there from an earlier run with the same
-    parameters; (its directory, how it was made: parameters, seconds, peak RSS, reused)."""
-    params = {"seed": MONTH_SEED, "hours": size.month_hours, "replicas": size.month_replicas}
-    out = workdir / f"month-{size.month_hours:g}h-{size.month_replicas}r"
+def month_export(size: Size, workdir: Path, log: Log, scrape_interval_s: float | None = None,
+                 ) -> tuple[Path, dict[str, Any]]:
+    """The month benchmark's export (``headroom simulate --hours H --replicas R [--scrape-interval S]``,
+    metrics only) in ``workdir``, generated in its own process (the samples written piece by piece), or
+    found there from an earlier run with the same parameters; (its directory, how it was made:
+    parameters, seconds, peak RSS, reused). ``scrape_interval_s`` None: the simulator's default for the
+    span (60 s beyond a day)."""
+    params: dict[str, Any] = {"seed": MONTH_SEED, "hours": size.month_hours, "replicas": size.month_replicas}
+    if scrape_interval_s is not None:
+        params["scrape_interval_s"] = float(scrape_interval_s)
+    out = workdir / (f"month-{size.month_hours:g}h-{size.month_replicas}r"
+                     + ("" if scrape_interval_s is None else f"-{scrape_interval_s:g}s"))
     made = out / "bench.json"
     metrics = out / "metrics.parquet"
     if made.exists() and metrics.exists():
@@ -549,8 +635,9 @@ def month_export(size: Size, workdir: Path, log: Log) -> tuple[Path, dict[str, A
             log(f"month export found in {out} (generated earlier in {info['seconds']:.0f} s): reused")
             return out, {**info, "reused": True}
     made.unlink(missing_ok=True)
+    every = "" if scrape_interval_s is None else f" --scrape-interval {scrape_interval_s:g}"
     log(f"simulating the month export: headroom simulate --hours {size.month_hours:g} --replicas "
-        f"{size.month_replicas} --no-records (its own process)")
+        f"{size.month_replicas}{every} --no-records (its own process)")
     res = child({"task": "simulate", "out": str(out), **params}, workdir, timeout_s=4 * 3600, log=log)
     summary = res["summary"]
     info = {"params": params, "seconds": res["seconds"], "peak_rss_mb": res["peak_rss_mb"],
@@ -565,13 +652,45 @@ def month_export(size: Size, workdir: Path, log: Log) -> tuple[Path, dict[str, A
 
 
 def economics_month(size: Size, workdir: Path, log: Log) -> list[Result]:
-    """A simulated month of a fleet (``--size small``: an hour) end to end in one fresh process: load
-    + analyse + a scenario grid with several seeds on every core, against the same grid in one
+    """A simulated month of a fleet (``--size small``: half an hour) end to end in one fresh process:
+    load + analyse + a scenario grid with several seeds on every core, against the same grid in one
     process; the phase split and each phase's peak RSS in ``detail``."""
     out, made = month_export(size, workdir, log)
+    return [_month_row("economics_month", size, out, made, workdir, log)[0]]
+
+
+MONTH15_SCRAPE_S = 15.0
+
+
+def economics_month_15s(size: Size, workdir: Path, log: Log) -> list[Result]:
+    """The month at the scale users have: the same fleet scraped every 15 s (``--size full``: 30 days of
+    8 replicas, about 740 M samples, generated once into ``workdir`` and reused), loaded, analysed and
+    replayed in the month's grid; with ``victoria-metrics`` installed, the same export imported once
+    into a live VictoriaMetrics and read by ``--pushdown`` (``economics_month_15s_pushdown``)."""
+    month15 = replace(size, month_hours=size.month15_hours, month_replicas=size.month15_replicas)
+    out, made = month_export(month15, workdir, log, scrape_interval_s=MONTH15_SCRAPE_S)
+    file_cube = workdir / "month15-cube.parquet"
+    row, res = _month_row("economics_month_15s", month15, out, made, workdir, log,
+                          extra={"dump_cube": str(file_cube)})
+    results = [row]
+    if victoria.available():
+        try:
+            results.append(_month_pushdown_row(month15, out, made, row, workdir, file_cube, log))
+        except RuntimeError as exc:
+            if size.name == "small":
+                raise
+            log(f"  economics_month_15s_pushdown failed, no row: {exc}")
+    else:
+        log("  economics_month_15s_pushdown skipped: victoria-metrics is not installed")
+    file_cube.unlink(missing_ok=True)
+    return results
+
+
+def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: Path, log: Log,
+               extra: dict[str, Any] | None = None) -> tuple[Result, dict[str, Any]]:
     task = {"task": "month", "metrics": str(out / "metrics.parquet"), "db": str(workdir / "month.duckdb"),
             "replicas": list(size.month_grid_replicas), "traffic": list(size.month_grid_traffic),
-            "seeds": size.month_seeds}
+            "seeds": size.month_seeds, **(extra or {})}
     res = child(task, workdir, timeout_s=24 * 3600, log=lambda msg: log(f"  {msg.strip()}"))
     (workdir / "month.duckdb").unlink(missing_ok=True)
     ph = res["phases"]
@@ -581,18 +700,23 @@ def economics_month(size: Size, workdir: Path, log: Log) -> list[Result]:
     scenarios_n = len(size.month_grid_replicas) * len(size.month_grid_traffic)
     hours = res["demand_hours"] + 0.25  # each twin run replays a quarter hour of warm-up before the export
     replica_hours = sum(size.month_grid_replicas) * len(size.month_grid_traffic) * size.month_seeds * hours
-    log(f"  month: {seconds:.1f} s on {res['processes']} processes (load {ph['load']['seconds']:.1f} s, analyse "
+    log(f"  {name}: {seconds:.1f} s on {res['processes']} processes (load {ph['load']['seconds']:.1f} s, analyse "
         f"{ph['analyse']['seconds']:.1f} s, grid {ph['grid']['seconds']:.1f} s); in one process {reference:.1f} s; "
         f"peak RSS {res['peak_rss_mb']:.0f} MiB")
-    return [Result(
-        name="economics_month", samples=res["samples"], seconds=seconds, reference="sequential",
+    duration_s = res["demand_hours"] * 3600
+    every = made["scrape_interval_s"]
+    return Result(
+        name=name, samples=res["samples"], seconds=seconds, reference="sequential",
         reference_seconds=reference, peak_rss_mb=res["peak_rss_mb"], runs=[seconds], reference_runs=[reference],
         detail={"hours": size.month_hours, "replicas": size.month_replicas,
                 "observed_replicas": res["observed_replicas"], "scenarios": scenarios_n, "seeds": size.month_seeds,
                 "grid_replicas": list(size.month_grid_replicas), "grid_traffic": list(size.month_grid_traffic),
                 "replica_hours": round(replica_hours, 1), "processes": res["processes"],
-                "requests": made["requests"], "series": made["series"], "scrape_interval_s": made["scrape_interval_s"],
+                "requests": made["requests"], "series": made["series"], "scrape_interval_s": every,
                 "metrics_bytes": made["metrics_bytes"],
+                "demand_window_s": res.get("demand_window_s"),
+                "windows_at_scrape_interval": int(round(duration_s / every)) if every else None,
+                "max_demand_windows": MAX_DEMAND_WINDOWS,
                 "generation_s": round(made["seconds"], 1), "generation_peak_rss_mb": round(made["peak_rss_mb"], 1),
                 "generation_reused": made["reused"],
                 **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},
@@ -606,7 +730,48 @@ def economics_month(size: Size, workdir: Path, log: Log) -> list[Result]:
                         "process, against the same with the grid in one process; the export is simulated by "
                         "the bench (generation_s, not counted) and reused from --workdir; peak RSS: the "
                         "process's own (each phase's, reset between phases); the grid's worker processes and "
-                        "the process tree's sampled total beside it"})]
+                        "the process tree's sampled total beside it; demand_window_s: the demand's window "
+                        "(the scrape interval while it needs at most max_demand_windows windows, else 60 s)"}), res
+
+
+def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: Result, workdir: Path,
+                        file_cube: Path, log: Log) -> Result:
+    """The 15 s month imported once into a live VictoriaMetrics and read by ``--pushdown``: pull +
+    analyse + the same grid, against the file path's load + analyse + grid; the 5-minute cubes compared
+    cell by cell (VictoriaMetrics' increase() counts from the last sample before the window, so the
+    cubes agree but in each series' first window)."""
+    task = {"task": "month_pushdown", "metrics": str(out / "metrics.parquet"), "db": str(workdir / "month-vm.duckdb"),
+            "vm_dir": str(workdir / f"{out.name}-victoria-metrics"), "tmp": str(workdir / "tmp"),
+            "file_cube": str(file_cube), "replicas": list(size.month_grid_replicas),
+            "traffic": list(size.month_grid_traffic), "seeds": size.month_seeds}
+    res = child(task, workdir, timeout_s=24 * 3600, log=lambda msg: log(f"  {msg.strip()}"))
+    (workdir / "month-vm.duckdb").unlink(missing_ok=True)
+    ph = res["phases"]
+    seconds = ph["pull"]["seconds"] + ph["analyse"]["seconds"] + ph["grid"]["seconds"]
+    cube = res["cube"]
+    log(f"  economics_month_15s_pushdown: {seconds:.1f} s (pull {ph['pull']['seconds']:.1f} s, analyse "
+        f"{ph['analyse']['seconds']:.1f} s, grid {ph['grid']['seconds']:.1f} s) against the file's "
+        f"{file_row.seconds:.1f} s; cube cells differing {cube['differ']:,} of {cube['cells']:,} "
+        f"({cube['differ_in_first_window']:,} in a series' first window)")
+    return Result(
+        name="economics_month_15s_pushdown", samples=res["samples"], seconds=seconds, reference="file",
+        reference_seconds=file_row.seconds, peak_rss_mb=res["peak_rss_mb"], runs=[seconds],
+        reference_runs=[file_row.seconds],
+        detail={"hours": size.month_hours, "replicas": size.month_replicas, "scrape_interval_s": made["scrape_interval_s"],
+                "import_s": round(res["import_s"], 1), "import_reused": res["import_reused"],
+                "json_bytes": res["json_bytes"], "pulled_rows": res["pulled_rows"],
+                "demand_window_s": res["demand_window_s"], "observed_replicas": res["observed_replicas"],
+                **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},
+                **{f"{k}_peak_rss_mb": round(v["peak_rss_mb"], 1) for k, v in ph.items()},
+                "cube_cells": cube["cells"], "cube_cells_same": cube["same"], "cube_cells_differ": cube["differ"],
+                "cube_cells_differ_in_first_window": cube["differ_in_first_window"],
+                "cube_only_in_file": cube["only_in_file"], "cube_only_in_pushdown": cube["only_in_pushdown"],
+                "shares": res["shares"],
+                "what": "the same export imported once into a live VictoriaMetrics (import_s, not counted; "
+                        "reused from --workdir) and read as headroom scenarios --prometheus URL --pushdown reads it "
+                        "(per series at 1-minute windows, the scalar series raw: pull), analysed and run in the "
+                        "same grid, against the file path's load + analyse + grid (economics_month_15s); the "
+                        "5-minute cubes of both compared cell by cell (to 1e-9)"})
 
 
 def growth_exponent(results: list[Result]) -> float | None:

@@ -126,8 +126,11 @@ def _simulate(task: dict[str, Any]) -> dict[str, Any]:
     from app.simulator.sample import write_sample
 
     t0 = time.perf_counter()
+    every = task.get("scrape_interval_s")
     summary = write_sample(task["out"], seed=int(task["seed"]), hours=float(task["hours"]),
-                           replicas=int(task["replicas"]), records=False, progress=lambda m: _say(m.strip()))
+                           replicas=int(task["replicas"]), records=False,
+                           scrape_interval_s=None if every is None else float(every),
+                           progress=lambda m: _say(m.strip()))
     return {"seconds": time.perf_counter() - t0, "summary": summary}
 
 
@@ -177,12 +180,20 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
         predictions = scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, progress=_say)
         seconds = time.perf_counter() - t0
     phase("grid", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
-    _say("the same grid in this process:")
-    t0 = time.perf_counter()
-    scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, workers=1, progress=_say)
-    phase("grid_sequential", time.perf_counter() - t0)
+    if task.get("sequential", True):
+        _say("the same grid in this process:")
+        t0 = time.perf_counter()
+        scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, workers=1, progress=_say)
+        phase("grid_sequential", time.perf_counter() - t0)
+    if task.get("dump_cube"):  # the 5-minute cube the load kept, for the pushdown's comparison (not timed)
+        from app.cube import cube_frame, ensure_cube
+
+        with Workspace(str(db)) as ws:
+            cube_frame(ws, ensure_cube(ws, ws.dataset_ids(), 300, PATH_LABELS)).to_parquet(task["dump_cube"],
+                                                                                             index=False)
     return {"phases": phases, "peak_reset": resettable, "samples": report.samples,
             "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
+            "demand_window_s": analysis.demand.window_s, "scrape_interval_s": report.scrape_interval_s,
             "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},
             "processes": default_workers(),
             "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()),
@@ -191,8 +202,106 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
                              "breach_share": p.breach_share, "flagged": p.flagged} for p in predictions]}
 
 
+def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
+    """The month's export in a live VictoriaMetrics (imported once into ``task["vm_dir"]``, found there by
+    a rerun), read as ``headroom scenarios --prometheus URL --pushdown`` reads it (per series at
+    1-minute windows, the scalar series raw), analysed and run in the same grid as the file's; then
+    its 5-minute cube against the file's (``task["file_cube"]``, the month task's dump), cell by cell."""
+    import duckdb
+    import pandas as pd
+
+    from app.bench import victoria
+    from app.bench.measure import ChildMemory, reset_peak_rss
+    from app.cube import cube_frame, ensure_cube
+    from app.economics.predict import scenarios
+    from app.live import pushdown
+    from app.live.client import Store
+    from app.promise.shares import Promise, evaluate, time_range
+    from app.store import Workspace
+
+    phases: dict[str, dict[str, float]] = {}
+    reset_peak_rss()
+
+    def phase(name: str, seconds: float, **extra: float) -> None:
+        phases[name] = {"seconds": seconds, "peak_rss_mb": peak_rss_mb(), **extra}
+        _say(f"{name}: {seconds:.1f} s, peak RSS {phases[name]['peak_rss_mb']:.0f} MiB")
+        reset_peak_rss()
+
+    parquet, vm_dir, db = Path(task["metrics"]), Path(task["vm_dir"]), Path(task["db"])
+    lo, hi = duckdb.connect().execute("select min(timestamp), max(timestamp) from read_parquet($f)",
+                                      {"f": str(parquet)}).fetchall()[0]
+    start = pd.Timestamp(lo).tz_convert("UTC").floor("1h")
+    end = pd.Timestamp(hi).tz_convert("UTC").ceil("1min") + pd.Timedelta(minutes=1)
+    with victoria.running(vm_dir, vm_dir.parent / f"{vm_dir.name}.log") as url:
+        made = victoria.imported(vm_dir, parquet)
+        if made is None:
+            _say(f"importing {parquet.name} into VictoriaMetrics ({vm_dir}), once")
+            made = victoria.import_parquet(url, parquet, Path(task["tmp"]), _say)
+            victoria.mark_imported(vm_dir, parquet, made)
+            reused = False
+        else:
+            _say(f"VictoriaMetrics holds {made['samples']:,} samples of {parquet.name} from an earlier run: reused")
+            reused = True
+        reset_peak_rss()
+        for stale in (db, db.with_name(db.name + ".wal")):
+            stale.unlink(missing_ok=True)
+        with Workspace(str(db)) as ws:
+            ws.con.execute("set enable_progress_bar = false")
+            ws.set_paths(PATH_LABELS)
+            t0 = time.perf_counter()
+            report = pushdown.fetch_cube(ws, Store(url=url, timeout_s=600), start.isoformat(), end.isoformat(),
+                                         window="1m", by="series", chunk="1d", progress=_say, raw_scalars=True)
+            if report.status != "loaded":
+                raise RuntimeError(f"pushdown from {url}: {report.status} {report.errors}")
+            phase("pull", time.perf_counter() - t0)
+            promises = [Promise(ttft_s=0.5, tpot_s=0.05)]
+            with ChildMemory() as pool:
+                t0 = time.perf_counter()
+                analysis = scenarios.analyse(ws, [report.dataset_id], promises, PATH_LABELS, progress=_say)
+                seconds = time.perf_counter() - t0
+            phase("analyse", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
+            with ChildMemory() as pool:
+                t0 = time.perf_counter()
+                predictions = scenarios.grid(analysis, list(task["replicas"]), list(task["traffic"]), [1.0],
+                                             seeds=int(task["seeds"]), progress=_say)
+                seconds = time.perf_counter() - t0
+            phase("grid", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
+            cube_id = ensure_cube(ws, [report.dataset_id], 300, PATH_LABELS)
+            pulled = cube_frame(ws, cube_id)
+            t_lo, t_hi = time_range(ws, cube_id, None, None)
+            shares = evaluate(ws, cube_id, 300, promises, t_lo, t_hi).paths
+    compared = _compare_cubes(pd.read_parquet(task["file_cube"]), pulled)
+    return {"phases": phases, "samples": made["samples"], "import_s": made["seconds"], "import_reused": reused,
+            "json_bytes": made.get("json_bytes"), "pulled_rows": report.samples, "demand_window_s": analysis.demand.window_s,
+            "observed_replicas": analysis.observed.replicas, "demand_hours": analysis.demand.duration_s / 3600,
+            "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()), "cube": compared,
+            "shares": {str(r["path"]): {"ttft": r["ttft_share"], "tpot": r["tpot_share"]}
+                       for _, r in shares.iterrows()},
+            "predictions": [{"replicas": p.replicas, "traffic": p.traffic, "path": p.path,
+                             "breach_share": p.breach_share, "flagged": p.flagged} for p in predictions]}
+
+
+def _compare_cubes(file_cube: Any, pulled: Any) -> dict[str, Any]:
+    """The pushdown cube's cells against the file's: how many agree to 1e-9 (relative), and of those
+    that do not, how many lie in the first window of their (path, signal, le, stat) series, where
+    VictoriaMetrics counts a counter from zero and the file keeps its first sample as a baseline."""
+    keys = ["window_start", "path", "signal", "le", "stat"]
+    a = file_cube.rename(columns={"value": "file"})
+    b = pulled.rename(columns={"value": "pushdown"})
+    for frame in (a, b):
+        frame["le"] = frame["le"].fillna(-1.0)
+        frame["signal"] = frame["signal"].fillna("")
+    both = a.merge(b, on=keys, how="outer")
+    same = (both["file"] - both["pushdown"]).abs() <= 1e-9 * both[["file", "pushdown"]].abs().max(axis=1).clip(lower=1)
+    first = both.groupby(keys[1:])["window_start"].transform("min") == both["window_start"]
+    differ = ~same.fillna(False)
+    return {"cells": len(both), "same": int((~differ).sum()), "differ": int(differ.sum()),
+            "differ_in_first_window": int((differ & first).sum()),
+            "only_in_file": int(both["pushdown"].isna().sum()), "only_in_pushdown": int(both["file"].isna().sum())}
+
+
 TASKS = {"load": _load, "cube": _cube, "grouped": _grouped, "pandas": _pandas, "simulate": _simulate,
-         "month": _month}
+         "month": _month, "month_pushdown": _month_pushdown}
 
 
 def main(argv: list[str]) -> int:

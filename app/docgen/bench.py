@@ -15,6 +15,29 @@ COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom"
            Column("goal met", value=lambda c: c["goal met"]), Column("note")]
 
 
+def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
+    """Per result with a profile (the bench's cProfile of the call, per call) or a goal not met: where its
+    time goes and, for a goal not met, what was tried (the row's ``tried``)."""
+    out: list[str] = []
+    for r in doc["results"]:
+        d = r["detail"]
+        met = document.goal_met(r, doc["size"])
+        if not d.get("profile") and met is not False:
+            continue
+        out += ["", f"**{r['name']}**" + (" (goal not met)" if met is False else "") + ": where the time goes."]
+        if d.get("profile"):
+            out.append("")
+            out += [f"- `{p['function']}`: {p['ms']:,.1f} ms per call (cumulative)" for p in d["profile"]]
+        for phase in ("load", "pull", "analyse", "grid"):
+            if f"{phase}_s" in d and r["name"].startswith("economics_month"):
+                out.append(f"- {phase}: {d[phase + '_s']:,.1f} s, peak RSS {d.get(phase + '_peak_rss_mb', 0):,.0f} MiB")
+        if met is False and d.get("tried"):
+            out += ["", "Tried: " + "; ".join(d["tried"]) + "."]
+    if out:
+        out = ["", "## Where the time goes", *out]
+    return out
+
+
 def page(doc: dict[str, Any], command: str = COMMAND) -> str:
     """The page: where and when, the table of results with each goal and whether it was met, the cube
     build's growth exponent and the library versions."""
@@ -32,6 +55,7 @@ def page(doc: dict[str, Any], command: str = COMMAND) -> str:
            table(rows, COLUMNS), "", document.RATIO_NOTE]
     if doc.get("growth_exponent") is not None:
         out.append(f"Growth exponent of the cube build (time ∝ samples^k): k = {doc['growth_exponent']:.2f}.")
+    out += where_the_time_goes(doc)
     out += ["", f"Versions: Python {m['python']}, DuckDB {m['duckdb']}, pandas {m['pandas']}; load average at the "
             f"start {m['load_average_at_start']}; {doc['total_seconds']:.0f} s in all.", "",
             "Read the figures of one run against each other, not across runs: the speed of a shared machine "

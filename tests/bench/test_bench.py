@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 
 from app import cli, load
-from app.bench import document, generate, promql
+from app.bench import browser, document, generate, promql, suites, victoria
 from app.bench.reference import compare, pandas_cube
 from app.cube import cube_frame, ensure_cube
 from app.store import Workspace
 
 RESULT_KEYS = ["name", "samples", "seconds", "reference", "reference_seconds", "ratio", "peak_rss_mb"]
-REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "python_engine", "sequential", "local_pool", None}
+REFERENCES = {"prometheus_client", "bare_scan", "pandas", "promql", "python_engine", "sequential", "local_pool", "file",
+              None}
 
 
 def _cube(files: list[str], window_s: int = 300) -> pd.DataFrame:
@@ -105,9 +106,13 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert set(doc["machine"]) >= {"cores", "memory_gb", "python", "duckdb"}
     names = {r["name"] for r in doc["results"]}
     expected = {"text_ingest", "parquet_load", "cube_build", "parquet_to_cube", "promise_change", "price_change",
-                "scenario_replay", "scenario_grid", "economics_month"}
+                "scenario_replay", "scenario_grid", "economics_month", "economics_month_15s"}
     if promql.available():
         expected.add("promql_cube")
+    if browser.missing() is None:
+        expected.add("promise_change_browser")
+    if victoria.available():
+        expected.add("economics_month_15s_pushdown")
     assert expected <= names
     for r in doc["results"]:
         assert list(r)[: len(RESULT_KEYS)] == RESULT_KEYS
@@ -138,6 +143,22 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert all(month[f"{k}_peak_rss_mb"] > 0 for k in ("load", "analyse", "grid", "grid_sequential"))
     assert by_name["economics_month"]["peak_rss_mb"] == max(
         month[f"{k}_peak_rss_mb"] for k in ("load", "analyse", "grid", "grid_sequential"))
+    # the promise change is looked up at the screen's resolution, its range rows those of promise.shares
+    change = by_name["promise_change"]["detail"]
+    assert change["looked_up"] is True and change["same_range_rows"] is True and change["profile"]
+    assert change["steps_per_path"] <= 1000
+    # the 15 s month: its demand at the scrape interval (an hour needs few windows), its phases adding up
+    month15 = by_name["economics_month_15s"]["detail"]
+    assert month15["scrape_interval_s"] == 15 and month15["demand_window_s"] == 15
+    assert math.isclose(by_name["economics_month_15s"]["seconds"],
+                        month15["load_s"] + month15["analyse_s"] + month15["grid_s"], rel_tol=1e-2)
+    if "economics_month_15s_pushdown" in by_name:
+        pushed = by_name["economics_month_15s_pushdown"]["detail"]
+        # VictoriaMetrics does not extrapolate: the cubes differ only in a series' first window
+        assert pushed["cube_cells_differ"] == pushed["cube_cells_differ_in_first_window"]
+        assert pushed["cube_cells_same"] > 0.9 * pushed["cube_cells"]
+    if "promise_change_browser" in by_name:
+        assert len(by_name["promise_change_browser"]["runs"]) == len(suites.BROWSER_CHANGES)
     table = document.to_table(doc)
     assert "cube_build" in table and "growth exponent" in table and "cores" in table
 

@@ -1,0 +1,131 @@
+"""A live VictoriaMetrics for the month's pushdown benchmark: Debian's ``victoria-metrics`` on a free
+loopback port, its data in the bench's work directory, the month's export imported once (through
+``/api/v1/import``, JSON lines written by DuckDB a replica at a time) and found there by a rerun."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+BINARY = "victoria-metrics"
+
+# one JSON line per series and day: a 15 s series' day is 5,760 samples, well inside VictoriaMetrics'
+# line limit (-import.maxLineLen, 10 MB)
+_JSONL = """
+copy (
+    select
+        json_merge_patch(labels::json, json_object('__name__', metric)) as metric,
+        list(value order by timestamp) as "values",
+        list(epoch_ms(timestamp) order by timestamp) as timestamps
+    from month_part
+    group by metric, labels, time_bucket(interval '1 day', timestamp)
+) to '{out}' (format json)
+"""
+
+
+def available() -> bool:
+    return shutil.which(BINARY) is not None
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def running(data_dir: Path, log_path: Path, timeout_s: float = 120) -> Iterator[str]:
+    """A VictoriaMetrics on ``data_dir`` until the block ends; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    proc = subprocess.Popen([BINARY, f"-storageDataPath={data_dir}", "-retentionPeriod=100y",
+                             f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s",
+                             "-search.maxQueryDuration=1h", "-search.maxSamplesPerQuery=2000000000",
+                             "-search.maxPointsPerTimeseries=1000000"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _answers(url + "/health"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{BINARY} did not start; its log: {log_path}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def import_parquet(url: str, parquet: Path, tmp: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """Import the long-format export into the store at ``url``, a replica (``instance``) at a time, and
+    flush; (samples, seconds, the JSON's bytes)."""
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    samples = 0
+    written = 0
+    try:
+        con.execute("set enable_progress_bar = false")
+        instances = [r[0] for r in con.execute(
+            "select distinct json_extract_string(labels, '$.instance') from "
+            "(select distinct labels from read_parquet($f)) order by 1", {"f": str(parquet)}).fetchall()]
+        for k, instance in enumerate(instances):
+            con.execute("create or replace temp table month_part as select * from read_parquet($f) "
+                        "where json_extract_string(labels, '$.instance') is not distinct from $i",
+                        {"f": str(parquet), "i": instance})
+            n = con.execute("select count(*) from month_part").fetchall()[0][0]
+            out = tmp / f"vm-import-{k}.jsonl"
+            con.execute(_JSONL.format(out=str(out).replace("'", "''")))
+            con.execute("drop table month_part")
+            size = out.stat().st_size
+            with out.open("rb") as body:
+                request = urllib.request.Request(url + "/api/v1/import", data=body, method="POST",
+                                                 headers={"Content-Length": str(size)})
+                with urllib.request.urlopen(request, timeout=3600) as resp:
+                    if resp.status not in (200, 204):
+                        raise RuntimeError(f"{url}/api/v1/import answered {resp.status}")
+            out.unlink()
+            samples += int(n)
+            written += size
+            log(f"imported {instance}: {n:,} samples ({size / 1e9:.1f} GB of JSON), "
+                f"{time.perf_counter() - t0:.0f} s so far")
+    finally:
+        con.close()
+    with urllib.request.urlopen(url + "/internal/force_flush", timeout=600) as resp:
+        resp.read()
+    return {"samples": samples, "seconds": time.perf_counter() - t0, "json_bytes": written}
+
+
+def imported(data_dir: Path, parquet: Path) -> dict[str, Any] | None:
+    """What an earlier run imported into ``data_dir`` from this export (same file and size), else None."""
+    marker = data_dir / "headroom-import.json"
+    if not marker.exists():
+        return None
+    info = json.loads(marker.read_text())
+    if info.get("file") == str(parquet) and info.get("bytes") == parquet.stat().st_size:
+        return info
+    return None
+
+
+def mark_imported(data_dir: Path, parquet: Path, info: dict[str, Any]) -> None:
+    (data_dir / "headroom-import.json").write_text(json.dumps(
+        {"file": str(parquet), "bytes": parquet.stat().st_size, **info}, indent=2) + "\n")
