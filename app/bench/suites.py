@@ -378,7 +378,7 @@ def interaction(size: Size, workdir: Path, log: Log, analysis: Any, predictions:
                 "steps_per_path": steps, "looked_up": screen.looked_up, "first_change_s": round(first_s, 3),
                 "first_step_s": first.step_s,
                 "every_window_median_ms": round(statistics.median(full) * 1000, 1),
-                "same_range_rows": True, "profile": where,
+                "same_range_rows": True, "profile": where, "tried": PROMISE_TRIED,
                 "what": "a new TTFT/TPOT promise as the Promise page evaluates it (promise_screen.evaluate): "
                         "the shares per path over the range, per step (at most "
                         f"{promise_screen.MAX_POINTS:,} per path) and the alerts at each step's end, each range "
@@ -457,6 +457,18 @@ def promise_change_browser(size: Size, workdir: Path, log: Log) -> Result:
                         "Enter, to the breach-share chart's traces changing (the chart redrawn with the new "
                         "shares); server_ms: the page's run on the server for each change (its sidebar's "
                         "'Last interaction'); first_page_s: the Promise page opened and drawn the first time"})
+
+
+# what the promise change was tried with before the lookups, for the page where the goal is not met
+PROMISE_TRIED = [
+    "every window in one statement (promise__shares: per-window rows and alerts in one pass, the range rows on "
+    "the other core): 218 ms at 526ffe0, 151 ms of it the per-window statement",
+    "a plan kept between changes, halves of the paths on two cursors, partitioned windows: no gain "
+    "(the statement's fixed cost, about 37 ms, paid by each)",
+    "the lookups as one SQL statement over stored running totals: about 0.2 s of planning alone",
+    "running totals of the lists built in DuckDB (one row per bucket and window): about 5 s per histogram "
+    "of this cube, against a fraction of a second in numpy",
+]
 
 
 def _same_range_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:

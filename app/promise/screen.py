@@ -10,6 +10,9 @@ those at a: the shares over the range, each step's, and the burn of each alert r
 :func:`app.promise.shares.shares` gives over the same windows as a range: exact at a bucket bound, the same
 estimate and bounds elsewhere (a histogram's estimate is linear in its counts, so the estimate of
 summed counts is the sum of the windows' estimates), held to 1e-12 by ``tests/promise/test_screen.py``.
+A file's counts are whole numbers, which running sums keep exactly; a pushdown's (PromQL's
+extrapolated ``increase()``) are fractions, whose difference of two month-long totals can carry a
+relative rounding of about 1e-11 on one window's count.
 
 What differs from :func:`app.promise.shares.evaluate`'s per-window table: a step longer than the cube window
 is one row (its numbers over its windows), and an alert rule's burn over a trailing range is the
