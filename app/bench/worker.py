@@ -134,6 +134,19 @@ def _simulate(task: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "summary": summary}
 
 
+def _fresh_workspace(db: Path) -> Any:
+    """A new workspace file at ``db`` (an earlier run's file and its WAL removed), mapped by
+    ``PATH_LABELS``; the caller closes it (``with``)."""
+    from app.store import Workspace
+
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    ws = Workspace(str(db))
+    ws.con.execute("set enable_progress_bar = false")
+    ws.set_paths(PATH_LABELS)
+    return ws
+
+
 def _month(task: dict[str, Any]) -> dict[str, Any]:
     """The month benchmark in one process: load the export into a fresh workspace file, analyse it (fit,
     demand, calibration, residual), then the scenario grid on every core and again in this process.
@@ -155,11 +168,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
         reset_peak_rss()
 
     db = Path(task["db"])
-    for stale in (db, db.with_name(db.name + ".wal")):
-        stale.unlink(missing_ok=True)
-    with Workspace(str(db)) as ws:
-        ws.con.execute("set enable_progress_bar = false")
-        ws.set_paths(PATH_LABELS)
+    with _fresh_workspace(db) as ws:
         t0 = time.perf_counter()
         report = load.load_file(ws, Path(task["metrics"]))
         if report.status != "loaded":
@@ -217,7 +226,6 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
     from app.live import pushdown
     from app.live.client import Store
     from app.promise.shares import Promise, evaluate, time_range
-    from app.store import Workspace
 
     phases: dict[str, dict[str, float]] = {}
     reset_peak_rss()
@@ -243,11 +251,7 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
             _say(f"VictoriaMetrics holds {made['samples']:,} samples of {parquet.name} from an earlier run: reused")
             reused = True
         reset_peak_rss()
-        for stale in (db, db.with_name(db.name + ".wal")):
-            stale.unlink(missing_ok=True)
-        with Workspace(str(db)) as ws:
-            ws.con.execute("set enable_progress_bar = false")
-            ws.set_paths(PATH_LABELS)
+        with _fresh_workspace(db) as ws:
             t0 = time.perf_counter()
             report = pushdown.fetch_cube(ws, Store(url=url, timeout_s=600), start.isoformat(), end.isoformat(),
                                          window="1m", by="series", chunk="1d", progress=_say, raw_scalars=True)
