@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.bench.servers import free_port, running
 from app.ui import data as data_view
 from app.ui import state
 
@@ -60,14 +58,6 @@ def missing() -> str | None:
     return None
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 @contextmanager
 def dashboard(db: Path, scratch: Path, sample: Path | None = None, timeout_s: float = 120) -> Iterator[str]:
     """``streamlit run`` of the dashboard on the workspace ``db`` (``sample``: the export an empty one
@@ -78,30 +68,13 @@ def dashboard(db: Path, scratch: Path, sample: Path | None = None, timeout_s: fl
            "XDG_CONFIG_HOME": str(scratch / "xdg-config"), "XDG_CACHE_HOME": str(scratch / "xdg-cache")}
     if sample is not None:
         env[data_view.SAMPLE_ENV] = str(sample)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = (scratch / "streamlit.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false"], stdout=log, stderr=subprocess.STDOUT,
-                            cwd=str(APP.parents[1]), env=env)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not _answers(url + "/_stcore/health"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the dashboard did not start; its log: {scratch / 'streamlit.log'}")
-            time.sleep(0.2)
+    with running([sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
+                  "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats",
+                  "false"], scratch / "streamlit.log", url + "/_stcore/health", "the dashboard", timeout_s,
+                 cwd=str(APP.parents[1]), env=env):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 @contextmanager

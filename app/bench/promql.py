@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -25,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from app.bench import servers
 from app.bench.generate import HISTOGRAMS
 
 COUNTERS = (
@@ -75,18 +75,12 @@ def backfill(openmetrics: Path, data_dir: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def server(data_dir: Path, workdir: Path) -> Iterator[str]:
     """A Prometheus serving ``data_dir`` on a free loopback port; yields its base URL."""
     config = workdir / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 15s\n")
-    port = _free_port()
+    port = servers.free_port()
     log = (workdir / "prometheus.log").open("wb")
     base = ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"]
@@ -105,12 +99,7 @@ def server(data_dir: Path, workdir: Path) -> Iterator[str]:
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        servers.stop(proc, 20)
         log.close()
 
 

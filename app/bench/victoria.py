@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -16,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from app.bench import servers
 
 BINARY = "victoria-metrics"
 
@@ -37,43 +37,18 @@ def available() -> bool:
     return shutil.which(BINARY) is not None
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 @contextmanager
 def running(data_dir: Path, log_path: Path, timeout_s: float = 120) -> Iterator[str]:
     """A VictoriaMetrics on ``data_dir`` until the block ends; its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = servers.free_port()
     url = f"http://127.0.0.1:{port}"
     data_dir.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("ab")
-    proc = subprocess.Popen([BINARY, f"-storageDataPath={data_dir}", "-retentionPeriod=100y",
-                             f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s",
-                             "-search.maxQueryDuration=1h", "-search.maxSamplesPerQuery=2000000000",
-                             "-search.maxPointsPerTimeseries=1000000"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not _answers(url + "/health"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{BINARY} did not start; its log: {log_path}")
-            time.sleep(0.2)
+    with servers.running([BINARY, f"-storageDataPath={data_dir}", "-retentionPeriod=100y",
+                          f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s",
+                          "-search.maxQueryDuration=1h", "-search.maxSamplesPerQuery=2000000000",
+                          "-search.maxPointsPerTimeseries=1000000"], log_path, url + "/health", BINARY, timeout_s,
+                         stop_s=60, append=True):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 def import_parquet(url: str, parquet: Path, tmp: Path, log: Callable[[str], None]) -> dict[str, Any]:

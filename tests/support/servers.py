@@ -4,7 +4,6 @@ waited for until they answer, stopped however the test ends."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -16,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from app.bench.servers import free_port, stop
 from tests.conftest import IN_CI
 from tests.support import export_formats as ef
 
@@ -27,24 +27,6 @@ def answers(url: str, body: bytes | None = None) -> bool:
             return resp.status == 200 and (body is None or resp.read() == body)
     except OSError:
         return False
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on now (bound, then released): a server started next can take
-    it, a client finds it closed."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stop(proc: subprocess.Popen, timeout_s: float = 10) -> None:
-    """Terminate ``proc``, killed if it has not ended ``timeout_s`` later."""
-    proc.terminate()
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout_s)
 
 
 @contextmanager

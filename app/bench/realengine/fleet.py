@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -34,6 +33,8 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from app.bench import servers
 
 VLLM_VERSION = "0.32.0"
 TCMALLOC = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4")
@@ -93,20 +94,6 @@ def preload() -> str:
         raise HarnessError("libtcmalloc_minimal.so.4 not found: apt-get install libtcmalloc-minimal4")
     iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
     return ":".join([tcmalloc] + ([str(iomp)] if iomp.exists() else []))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 @dataclass
@@ -181,7 +168,7 @@ def start_fleet(model_dir: Path, cores: Sequence[int], flags: EngineFlags, out: 
                 "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     try:
         for core in cores:
-            port = free_port()
+            port = servers.free_port()
             log = out / f"replica-{core}.log"
             env = {**env_base, "VLLM_CPU_OMP_THREADS_BIND": str(core)}
             argv = ["taskset", "-c", str(core), str(vllm), "serve", str(model_dir), "--host", "127.0.0.1",
@@ -193,7 +180,7 @@ def start_fleet(model_dir: Path, cores: Sequence[int], flags: EngineFlags, out: 
             fleet.replicas.append(replica)
         deadline = time.monotonic() + timeout_s
         for r in fleet.replicas:
-            while not _answers(r.url + "/v1/models"):
+            while not servers.answers(r.url + "/v1/models"):
                 if r.proc.poll() is not None or time.monotonic() > deadline:
                     raise HarnessError(f"replica on core {r.core} did not start:\n" + r.log.read_text()[-3000:])
                 time.sleep(0.5)
@@ -215,12 +202,7 @@ class Prometheus:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+            servers.stop(self.proc, 30)
 
 
 def start_prometheus(targets: Sequence[str], scrape_s: int, out: Path, core: int | None = None) -> Prometheus:
@@ -231,7 +213,7 @@ def start_prometheus(targets: Sequence[str], scrape_s: int, out: Path, core: int
         f"global:\n  scrape_interval: {scrape_s}s\n  scrape_timeout: {max(1, scrape_s - 1)}s\n"
         f"  evaluation_interval: {scrape_s}s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n"
         f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
-    port, data = free_port(), out / "prometheus-data"
+    port, data = servers.free_port(), out / "prometheus-data"
     argv = ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"]
     if core is not None:
@@ -239,7 +221,7 @@ def start_prometheus(targets: Sequence[str], scrape_s: int, out: Path, core: int
     proc = subprocess.Popen(argv, stdout=(out / "prometheus.log").open("wb"), stderr=subprocess.STDOUT)
     prom = Prometheus(port=port, data=data, proc=proc)
     deadline = time.monotonic() + 60
-    while not _answers(prom.url + "/-/ready"):
+    while not servers.answers(prom.url + "/-/ready"):
         if proc.poll() is not None or time.monotonic() > deadline:
             prom.stop()
             raise HarnessError("prometheus did not start:\n" + (out / "prometheus.log").read_text()[-2000:])
