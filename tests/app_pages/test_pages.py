@@ -251,8 +251,8 @@ def test_the_promise_page_offers_its_rules_when_the_thresholds_are_bounds() -> N
         at.number_input(key=state.promise_key(path, "tpot_s")).set_value(tpot).run()
     assert not at.exception, at.exception
     assert not any("is not a bucket bound" in w.value for w in at.warning)
-    assert [b.proto.label for b in at.get("download_button")] == ["Report (Markdown)", "Report (CSV)",
-                                                                 "Download rules.yml"]
+    assert [b.proto.label for b in at.get("download_button")] == ["Every window (CSV)", "Report (Markdown)",
+                                                                 "Report (CSV)", "Download rules.yml"]
 
 
 def test_a_preset_sets_the_thresholds() -> None:

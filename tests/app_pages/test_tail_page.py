@@ -125,7 +125,7 @@ def test_the_budgets_burn_in_dollars_per_hour_on_hand_computed_windows() -> None
 def test_the_promise_page_downloads_headroom_reports_text(workspace_db: Path) -> None:
     at = goto(open_app(), "promise")
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels[:2] == ["Report (Markdown)", "Report (CSV)"]
+    assert labels[:3] == ["Every window (CSV)", "Report (Markdown)", "Report (CSV)"]
     assert any(c.value.startswith("Set a breach price on the Economics page") for c in at.caption)
     # with a breach price entered on the Economics page (its stored form), the dollars appear
     with Workspace(workspace_db) as ws:
