@@ -166,6 +166,11 @@ def note(r: dict[str, Any]) -> str:
 def demand_note(d: dict[str, Any]) -> str:
     """Which window the month's demand was read at, and why."""
     every, window = d["scrape_interval_s"], d["demand_window_s"]
+    fine = d.get("fine_demand_windows_s")
+    if window > every and fine is not None and every not in fine:
+        return (f"demand read per {window:g} s: a window of the scrape interval is taken only at "
+                f"{', '.join(f'{w:g}' for w in fine)} s scrapes (at 15 s the minute replayed the simulated fleets "
+                "better)")
     if window > every and d.get("windows_at_scrape_interval"):
         return (f"demand read per {window:g} s: at the {every:g} s scrape interval it would be "
                 f"{d['windows_at_scrape_interval']:,} windows, above {d['max_demand_windows']:,} (memory)")

@@ -25,7 +25,7 @@ from app.bench.reference import compare
 from app.cube import store_rows
 from app.economics.decide import decision
 from app.economics.decide.money import Prices
-from app.economics.model.demand import MAX_DEMAND_WINDOWS
+from app.economics.model.demand import FINE_DEMAND_WINDOWS_S, MAX_DEMAND_WINDOWS
 from app.economics.predict import scenarios
 from app.economics.run.executors import default_workers
 from app.economics.run.ray_executor import RayCluster
@@ -728,7 +728,7 @@ def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: 
                 "metrics_bytes": made["metrics_bytes"],
                 "demand_window_s": res.get("demand_window_s"),
                 "windows_at_scrape_interval": int(round(duration_s / every)) if every else None,
-                "max_demand_windows": MAX_DEMAND_WINDOWS,
+                "max_demand_windows": MAX_DEMAND_WINDOWS, "fine_demand_windows_s": list(FINE_DEMAND_WINDOWS_S),
                 "generation_s": round(made["seconds"], 1), "generation_peak_rss_mb": round(made["peak_rss_mb"], 1),
                 "generation_reused": made["reused"],
                 **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},
@@ -743,7 +743,8 @@ def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: 
                         "the bench (generation_s, not counted) and reused from --workdir; peak RSS: the "
                         "process's own (each phase's, reset between phases); the grid's worker processes and "
                         "the process tree's sampled total beside it; demand_window_s: the demand's window "
-                        "(the scrape interval while it needs at most max_demand_windows windows, else 60 s)"}), res
+                        "(the scrape interval where it is one of fine_demand_windows_s and needs at most "
+                        "max_demand_windows windows, else 60 s)"}), res
 
 
 def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: Result, workdir: Path,

@@ -147,9 +147,11 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     change = by_name["promise_change"]["detail"]
     assert change["looked_up"] is True and change["same_range_rows"] is True and change["profile"]
     assert change["steps_per_path"] <= 1000
-    # the 15 s month: its demand at the scrape interval (an hour needs few windows), its phases adding up
+    # the 15 s month: its demand per minute (a window of the scrape interval only at 5 s scrapes), the
+    # note saying why, its phases adding up
     month15 = by_name["economics_month_15s"]["detail"]
-    assert month15["scrape_interval_s"] == 15 and month15["demand_window_s"] == 15
+    assert month15["scrape_interval_s"] == 15 and month15["demand_window_s"] == 60
+    assert "taken only at 5 s scrapes" in document.demand_note(month15)
     assert math.isclose(by_name["economics_month_15s"]["seconds"],
                         month15["load_s"] + month15["analyse_s"] + month15["grid_s"], rel_tol=1e-2)
     if "economics_month_15s_pushdown" in by_name:
