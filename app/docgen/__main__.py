@@ -1,4 +1,5 @@
-"""``python -m app.docgen cli|bench|accuracy|accuracy-real-engine [--from FILE.json] [--out FILE.md]``: write a
+"""``python -m app.docgen cli|bench|accuracy|accuracy-real-engine|accuracy-prefix-cache
+[--from FILE.json] [--out FILE.md]``: write a
 generated page."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from app.docgen import accuracy, bench, cli_reference, real_engine
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.docgen", description=__doc__.splitlines()[0])
-    p.add_argument("page", choices=["cli", "bench", "accuracy", "accuracy-real-engine"])
+    p.add_argument("page", choices=["cli", "bench", "accuracy", "accuracy-real-engine", "accuracy-prefix-cache"])
     p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy)")
     p.add_argument("--out", help="the page to write (default: stdout)")
     args = p.parse_args(argv)
@@ -27,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             doc = json.loads(Path(args.source).read_text())
             command = f"python -m app.docgen {args.page} --from {args.source}{out}"
-            render = {"bench": bench.page, "accuracy": accuracy.page, "accuracy-real-engine": real_engine.page}
+            render = {"bench": bench.page, "accuracy": accuracy.page, "accuracy-real-engine": real_engine.page,
+                      "accuracy-prefix-cache": real_engine.prefix_page}
             text = render[args.page](doc, command)
     except (OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"python -m app.docgen {args.page}: {exc}\n")

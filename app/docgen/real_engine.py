@@ -149,3 +149,93 @@ def _speeds(doc: dict) -> list[str]:
             "where contexts are longer (the KV a step reads: context x1.5) and where the machine is busier: two "
             "replicas at x2 carry the observed run's traffic each, so what their step loses is the machine's "
             "(the driver and Prometheus share the replicas' cores), a machine the fit never saw.", ""]
+
+
+PREFIX_COMMAND = ("python -m app.docgen accuracy-prefix-cache --from docs/data/real-engine-prefix.json "
+                  "--out docs/accuracy-prefix-cache.md")
+
+CASE_ROWS = [Column("case"), Column("N'", key="replicas", align="right"),
+             Column("traffic", fmt=lambda x: f"x{x:g}", align="right"), Column("metric", fmt=str.upper),
+             Column("predicted [interval]", value=_interval),
+             Column("measured", key="measured", fmt=pct, align="right"),
+             Column("flagged", value=lambda r: "yes" if r["flagged"] else ""),
+             Column("goal", value=lambda r: "met" if r["meets_goal"] else "**missed**")]
+
+CASES = [Column("case"), Column("run"), Column("replicas", align="right"),
+         Column("traffic", fmt=lambda x: f"x{x:g}", align="right"), Column("router"),
+         Column("prefix cache", key="prefix_caching", fmt=lambda x: "on" if x else "off"),
+         Column("requests", fmt=",", align="right"), Column("errors", align="right"),
+         Column("served from the cache (the engines' counters)", key="measured_cached_share", fmt=_share,
+                align="right"),
+         Column("each core busy (mean)", value=lambda r: ", ".join(
+             f"{100 * b:.0f} %" for b in (r.get("machine_load") or {}).get("cpu_busy_mean", [])) or None)]
+
+WORTH = [Column("promise", key="threshold"), Column("metric", fmt=str.upper),
+         Column("predicted", value=lambda r: f"{pct(r['a_pred'])} → {pct(r['b_pred'])}"),
+         Column("measured", value=lambda r: f"{pct(r['a_meas'])} → {pct(r['b_meas'])}"),
+         Column("predicted change", value=lambda r: f"{100 * (r['b_pred'] - r['a_pred']):+.1f} pp", align="right"),
+         Column("measured change", value=lambda r: f"{100 * (r['b_meas'] - r['a_meas']):+.1f} pp", align="right")]
+
+
+def _worth(rows: Sequence[Mapping[str, Any]], a: str, b: str) -> list[dict[str, Any]]:
+    """Each promise and metric: the prediction and the measurement in run ``a`` and in run ``b``."""
+    by = {(r["run"], r["threshold"], r["metric"]): r for r in rows}
+    out = []
+    for (run, th, m), r in by.items():
+        other = by.get((b, th, m))
+        if run == a and other:
+            out.append({"threshold": th, "metric": m, "a_pred": r["predicted"], "b_pred": other["predicted"],
+                        "a_meas": r["measured"], "b_meas": other["measured"]})
+    return out
+
+
+def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
+    """The prefix-cache family of the real-engine harness (``python -m app.bench.realengine prefix``)."""
+    rows, goal, trace = doc["rows"], doc["goal"], doc["trace"]
+    conv = trace.get("conversations") or {}
+    fit0 = doc["fits"][0]
+    read = fit0.get("cached_share_read")
+    observed_case = next((c for c in doc["cases"] if c["run"] == doc["observed_run"]), {})
+    out = [generated_header("Accuracy with vLLM's prefix cache, on a real engine", command),
+           "vLLM turns its prefix cache on by default: a prompt's leading blocks that an earlier request already "
+           "computed are read from the KV cache instead of prefilled. This family of the real-engine harness "
+           "([Accuracy on a real vLLM engine](accuracy-real-engine.md)) drives the same CPU engine with traffic "
+           f"that shares prefixes: every request starts with its path's system prompt ({conv.get('system_tokens', 0)} "
+           f"tokens), and conversations of {conv.get('turns_mean', 1):g} turns on average resend their earlier turns "
+           f"with the engine's answers, {conv.get('think_s_mean', 0):g} s apart on average. Headroom is fitted on the "
+           f"observed run's export alone (`{doc['observed_run']}`: one replica, cache on) and predicts each case "
+           "below with the change its run made; the truth is the run itself, measured per request.", "",
+           provenance_block(doc.get("provenance")), "",
+           f"**Goal**: as on the real-engine page: unflagged within max(±{100 * goal['relative']:g} %, "
+           f"±{100 * goal['absolute']:g} pp) of the measured share, flagged intervals holding it.", "",
+           f"**Result**: {goal_line(rows)}.", "",
+           "## The cached share", "",
+           f"Read from the observed export: **{_share(read)}** of prompt tokens served by the cache "
+           f"({fit0['model']['sources'].get('prefix_cache', '')}). The engine's own counters at the run's end: "
+           f"{_share(observed_case.get('measured_cached_share'))}. The step law is fitted per computed prompt "
+           f"token: {fit0['model']['step_per_prefill_token_ms']:.4f} ms (the engine's per-step log: "
+           + (f"{observed_case['step_truth']['per_prefill_token_ms']:.4f} ms" if observed_case.get("step_truth")
+              else "–") + ").", "",
+           "## The observed fleet: residual", "", table(_residual_rows({**doc, "fits": [
+               {**f, "export": "query_range"} for f in doc["fits"]]}), RESIDUAL), "",
+           "## Every case", ""]
+    for label in dict.fromkeys(r["threshold"] for r in rows):
+        part = [r for r in rows if r["threshold"] == label]
+        out += [f"### {label}", "", goal_line(part) + ".", "", table(part, CASE_ROWS), ""]
+    for title, a, b in (("What the cache was worth: the same traffic with the cache off", "p-n1-x1.0", "p-n1-x1.0-off"),
+                        ("What prefix-aware routing was worth: two replicas at x2", "p-n2-x2.0", "p-n2-x2.0-sticky")):
+        worth = _worth(rows, a, b)
+        if worth:
+            out += [f"## {title}", "", f"`{a}` → `{b}`.", "", table(worth, WORTH), ""]
+    missed = [r for r in rows if not r["meets_goal"]]
+    out += ["## Where the goal is not met", ""]
+    if not missed:
+        out.append("Every row meets it.")
+    for r in missed:
+        why = ("its interval does not hold the measured share" if r["flagged"] else
+               f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance")
+        out.append(f"- {r['case']}, {r['threshold']}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, "
+                   f"measured {pct(r['measured'])}: {why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "")
+                   + ".")
+    out += ["", "## The runs", "", table(doc["cases"], CASES), ""]
+    return "\n".join(out)

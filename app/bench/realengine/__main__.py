@@ -3,12 +3,14 @@
     python -m app.bench.realengine suite --workdir DIR [--only NAME,...] [--out FILE.json]
     python -m app.bench.realengine run NAME --workdir DIR
     python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
+    python -m app.bench.realengine prefix --workdir DIR [--out FILE.json]
     python -m app.bench.realengine fixture RUN_DIR OUT_DIR
 
 ``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
 yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
 scrapes before and after), then fits Headroom on the observed run and writes the JSON the docs page
-is rendered from (``python -m app.docgen accuracy-real-engine``). Needs the ``engine`` extra
+is rendered from (``python -m app.docgen accuracy-real-engine``). ``prefix`` runs the prefix-cache family
+(``suite.PREFIX_SCENARIOS``, not yet in DIR/runs) and writes its JSON (the page's prefix-cache section). Needs the ``engine`` extra
 (``pip install -e '.[engine]'``), Debian's ``prometheus`` and ``libtcmalloc-minimal4``, and one core
 per replica.
 """
@@ -42,8 +44,9 @@ def _model(workdir: Path) -> Path:
     return model
 
 
-def _evaluate(workdir: Path, out: Path | None) -> int:
-    result = suite.evaluate(sorted((workdir / "runs").iterdir()), say=_say)
+def _evaluate(workdir: Path, out: Path | None, prefix: bool = False) -> int:
+    runs = sorted((workdir / "runs").iterdir())
+    result = suite.evaluate_prefix(runs, say=_say) if prefix else suite.evaluate(runs, say=_say)
     text = json.dumps(result, indent=1, default=float)
     if out:
         out.write_text(text + "\n")
@@ -74,12 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     fix = sub.add_parser("fixture", help="a run's export and per-request summary, to commit as a test fixture")
     fix.add_argument("run_dir", type=Path)
     fix.add_argument("out_dir", type=Path)
-    for name in ("suite", "run", "evaluate"):
+    for name in ("suite", "run", "evaluate", "prefix"):
         q = sub.add_parser(name)
         q.add_argument("--workdir", type=Path, required=True)
         if name == "run":
             q.add_argument("name", choices=sorted(suite.SCENARIOS) + sorted(suite.PREFIX_SCENARIOS))
-        if name == "suite":
+        if name in ("suite", "prefix"):
             q.add_argument("--only", help="comma-separated scenario names (default: all)")
         if name != "run":
             q.add_argument("--out", type=Path)
@@ -94,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args.workdir, args.out)
         fl.mend_install(_say)
         model = _model(args.workdir)
-        names = [args.name] if args.command == "run" else (args.only.split(",") if args.only else list(suite.SCENARIOS))
+        family = suite.PREFIX_SCENARIOS if args.command == "prefix" else suite.SCENARIOS
+        names = [args.name] if args.command == "run" else (args.only.split(",") if args.only else list(family))
         suite.run_all(args.workdir, names, model, _say)
-        return _evaluate(args.workdir, args.out) if args.command == "suite" else 0
+        return 0 if args.command == "run" else _evaluate(args.workdir, args.out, prefix=args.command == "prefix")
     except fl.HarnessError as exc:
         _say(f"error: {exc}")
         return 2

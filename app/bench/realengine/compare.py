@@ -152,3 +152,20 @@ def step_truth(run_dir: Path) -> dict[str, float]:
     coef, *_ = np.linalg.lstsq(x, d["elapsed_ms"].to_numpy(float), rcond=None)
     return {"base_ms": float(coef[0]), "per_seq_ms": float(coef[1]), "per_prefill_token_ms": float(coef[2]),
             "steps": int(len(d)), "max_prefill_tokens": int(d["prefill_tokens"].max())}
+
+
+def cached_share(run_dir: Path) -> float | None:
+    """The share of prompt tokens the engines' prefix caches served over a run, from each replica's
+    own counters scraped at its end (``vllm:prompt_tokens_cached_total`` over ``prompt_tokens_total``,
+    summed over replicas; the warm-up's few requests included). None where no capture has them."""
+    cached = prompt = 0.0
+    for f in sorted(run_dir.glob("metrics*.prom")):
+        for line in f.read_text().splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in ("vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_total"):
+                value = float(line.rsplit(" ", 1)[1])
+                if name == "vllm:prompt_tokens_total":
+                    prompt += value
+                else:
+                    cached += value
+    return cached / prompt if prompt > 0 else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,33 @@ PREFIX_SCENARIOS: dict[str, tuple[int, float, bool, str]] = {
     "p-n1-x1.0": (1, 1.0, True, "least_outstanding"), "p-n1-x1.0-off": (1, 1.0, False, "least_outstanding"),
     "p-n2-x2.0": (2, 2.0, True, "least_outstanding"), "p-n2-x2.0-sticky": (2, 2.0, True, "sticky"),
 }
+
+
+PREFIX_OBSERVED = "p-n1-x1.0"
+PREFIX_COMMAND = ("python -m app.bench.realengine prefix --workdir DIR --out docs/data/real-engine-prefix.json")
+
+
+def _as_run(analysis: sc.Analysis) -> sc.Analysis:
+    return analysis
+
+
+def _cache_off(analysis: sc.Analysis) -> sc.Analysis:
+    m = analysis.model
+    return replace(analysis, model=replace(m, assumptions=replace(m.assumptions, prefix_cache="off")))
+
+
+def _prefix_aware(analysis: sc.Analysis) -> sc.Analysis:
+    return replace(analysis, model=replace(analysis.model, router="prefix_aware"))
+
+
+# what each truth run changed, and the same change made to the twin fitted on the observed run:
+# (label, run name, the scenario's twin)
+PREFIX_CASES: tuple[tuple[str, str, Callable[[sc.Analysis], sc.Analysis]], ...] = (
+    ("cache on, as observed", "p-n1-x1.0", _as_run),
+    ("cache off (--no-enable-prefix-caching)", "p-n1-x1.0-off", _cache_off),
+    ("load-based routing", "p-n2-x2.0", _as_run),
+    ("prefix-aware routing (a conversation stays on its replica)", "p-n2-x2.0-sticky", _prefix_aware),
+)
 
 
 def spec_of(name: str, trace: TraceSpec | None = None, flags: fl.EngineFlags | None = None) -> RunSpec:
@@ -122,3 +150,50 @@ def _relative_noise(t: dict[str, Any]) -> dict[str, float]:
     """Per metric, the truth's spread over the observed scenario's runs relative to its mean."""
     return {m: (t[f"{m}_spread"] / t[m] if t.get(f"{m}_spread") is not None and t[m] > 0 else 0.0)
             for m in cp.METRICS}
+
+
+def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.THRESHOLDS, seeds: int = 3,
+                    say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """The prefix-cache family: fit on the observed run (cache on, one replica) and predict each case
+    (:data:`PREFIX_CASES`) whose run exists, against what the engines measured, with the cached share
+    the export showed and the share each run's engines served."""
+    t0 = time.perf_counter()
+    runs = {d.name: d for d in run_dirs if (d / "run.json").exists()}
+    if PREFIX_OBSERVED not in runs:
+        raise ValueError(f"no run {PREFIX_OBSERVED}: the prefix family's observed run (one replica, cache on)")
+    observed = runs[PREFIX_OBSERVED]
+    out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "cases": [], "given": GIVEN,
+                           "goal": {"relative": cp.REL_GOAL, "absolute": cp.ABS_GOAL},
+                           "trace": cp.run_meta(observed)["spec"]["trace"]}
+    for label, name, _ in PREFIX_CASES:
+        if name in runs:
+            d, meta = runs[name], cp.run_meta(runs[name])
+            s = cp.scenario_of(d)
+            out["cases"].append({"case": label, "run": name, "replicas": s[0], "traffic": s[1], "context": s[2],
+                                 "router": meta["spec"].get("router"), "prefix_caching":
+                                 meta["spec"]["flags"].get("prefix_caching", True),
+                                 "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
+                                 "sent_late": meta["driver"]["sent_late"],
+                                 "measured_cached_share": cp.cached_share(d),
+                                 "machine_load": meta.get("machine_load", {}), "step_truth": cp.step_truth(d)})
+    for th in thresholds:
+        say(f"fitting on {observed.name}'s query_range export, {th.label}")
+        analysis = cp.fit(observed, th, "chat", GIVEN, export="query_range", seeds=2)
+        truth_observed = cp.truth_of([observed], th)
+        for label, name, twin in PREFIX_CASES:
+            if name not in runs:
+                continue
+            s = cp.scenario_of(runs[name])
+            say(f"  {label}: predicting {s}")
+            preds = sc.run_scenarios(twin(analysis), [s], seeds=seeds)[s]
+            truth = cp.truth_of([runs[name]], th)
+            for r in cp.rows(analysis, preds, {s: truth}, th, {}):
+                r["case"], r["run"] = label, name
+                out["rows"].append(r)
+        out["fits"].append({"threshold": th.label, "model": cp.model_of(analysis), "residual": cp.residual_of(analysis),
+                            "cached_share_read": analysis.model.prefix_cached_share,
+                            "observed_truth": truth_observed,
+                            "calibration": {k: v for k, v in analysis.calibration.items() if k != "rounds"}})
+    out["evaluate_s"] = time.perf_counter() - t0
+    out["provenance"] = provenance.record(PREFIX_COMMAND)
+    return out
