@@ -16,7 +16,8 @@ from app.docgen import accuracy, bench, cli_reference, real_engine
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.docgen", description=__doc__.splitlines()[0])
     p.add_argument("page", choices=["cli", "bench", "accuracy", "accuracy-real-engine", "accuracy-prefix-cache"])
-    p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy)")
+    p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy); for bench, several "
+                   "comma-separated: the first run's page, then each other run's rows with its provenance")
     p.add_argument("--out", help="the page to write (default: stdout)")
     args = p.parse_args(argv)
     if args.page != "cli" and not args.source:
@@ -26,11 +27,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.page == "cli":
             text = cli_reference.page(f"python -m app.docgen cli{out}")
         else:
-            doc = json.loads(Path(args.source).read_text())
+            first, *others = [json.loads(Path(f).read_text()) for f in args.source.split(",")]
             command = f"python -m app.docgen {args.page} --from {args.source}{out}"
-            render = {"bench": bench.page, "accuracy": accuracy.page, "accuracy-real-engine": real_engine.page,
+            if others and args.page != "bench":
+                raise ValueError("only the bench page takes several runs")
+            render = {"accuracy": accuracy.page, "accuracy-real-engine": real_engine.page,
                       "accuracy-prefix-cache": real_engine.prefix_page}
-            text = render[args.page](doc, command)
+            text = bench.page(first, command, others) if args.page == "bench" else render[args.page](first, command)
     except (OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"python -m app.docgen {args.page}: {exc}\n")
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from app.bench import document
@@ -38,16 +39,26 @@ def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def page(doc: dict[str, Any], command: str = COMMAND) -> str:
+def page(doc: dict[str, Any], command: str = COMMAND, also: Sequence[dict[str, Any]] = ()) -> str:
     """The page: where and when, the table of results with each goal and whether it was met, the cube
-    build's growth exponent and the library versions."""
+    build's growth exponent and the library versions; each run in ``also`` (a benchmark run on its own,
+    e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance."""
+    text = _run(doc, command)
+    for other in also:
+        text += "\n" + _run(other, None)
+    return text
+
+
+def _run(doc: dict[str, Any], command: str | None) -> str:
     m = doc["machine"]
     size = doc["size"]
     rows = []
     for r in doc["results"]:
         met = document.goal_met(r, size)
         rows.append({**document.cells(r), "goal met": None if met is None else ("yes" if met else "**no**")})
-    out = [generated_header("Benchmarks", command),
+    head = ([generated_header("Benchmarks", command)] if command is not None else
+            [f"## Also measured: `{(doc.get('provenance') or {}).get('command', 'headroom bench')}`"])
+    out = [*head,
            f"`headroom bench --size {size}`: what each row measures, the reference it is timed against, and the "
            "JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size full`; "
            "a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is met.",
