@@ -50,12 +50,14 @@ def test_the_form_and_the_cli_make_the_same_scenario_inputs() -> None:
             "default_breach": 0.02, "max_num_seqs": 64, "router": "round_robin"}
     got = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
     cli = ScenarioInputs(datasets=(1, 2), path_labels=("model_name",), replicas=(3, 4, 5), traffic=(1.0, 1.5),
-                         promises=(Promise(path="chat", ttft_s=0.5, tpot_s=0.03, target=0.9),
-                                   Promise(path="batch", ttft_s=2.0, tpot_s=0.1, e2e_s=30.0)),
+                         promises=(Promise(path="chat", ttft_s=0.5, tpot_s=0.03, target=0.99),
+                                   Promise(path="batch", ttft_s=2.0, tpot_s=0.1, e2e_s=30.0, target=0.9)),
                          assumptions=Assumptions(max_num_seqs=64, router="round_robin"),
                          prices=Prices(7.0, {"chat": 0.5, "*": 0.02}))
     assert got == cli
     assert got.replay_key() == cli.replay_key()
+    # the E2E threshold does not reach the twin; the target does, for the routing row's replicas needed
+    assert got.promises[1].e2e_s is None and got.targets() == {"chat": 0.99, "batch": 0.9}
     assert dict(got.prices_for(["chat", "batch"]).breach) == {"chat": 0.5, "batch": 0.02}
 
 
