@@ -75,7 +75,7 @@ class Assumptions:
     kv_cache_tokens: int | None = None  # the engine's KV capacity (vLLM logs "GPU KV cache size")
     max_model_len: int | None = None
     block_size: int | None = None  # KV block size in tokens
-    router: str | None = None  # least_outstanding | round_robin | random | power_of_two
+    router: str | None = None  # least_outstanding | round_robin | random | power_of_two | prefix_aware
     lengths_independent: bool = True  # prompt and output lengths drawn independently per path
     arrivals_within_window: str = "poisson"  # arrivals inside a demand window
     tpot_scale: float = 1.0  # calibration factor on the decode step time (1 = none)

@@ -266,8 +266,11 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     gives it, calibrate the time scales at the observed N (``calibrate``), and measure the residual
     there. Raises only when there is nothing to predict (no request-latency histogram).
 
-    The steps: :func:`fit` (model, demand, observed shares), :func:`calibrate_twin` (KV capacity and
-    time scales), :func:`fit_router` (the router and the calibration again if it changed), then the twin
+    The steps: :func:`fit` (model, demand, observed shares), the split of each path's cached share into
+    a shared prefix and conversations (:mod:`app.economics.predict.conversations`: ``split``, then
+    ``refine`` on the twin, again after the calibration when it changed the KV capacity or the router),
+    :func:`calibrate_twin` (KV capacity and time scales), :func:`fit_router` (the router and the
+    calibration again if it changed), then the twin
     replayed at the observed N (:func:`residual_views`), its time scales closed on the observed shares
     (:func:`close_on_shares`), for :func:`residuals` and :func:`flags`."""
     assumptions = assumptions or Assumptions()
