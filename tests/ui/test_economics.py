@@ -153,6 +153,18 @@ def test_form_inputs_from_a_cli_saved_set() -> None:
     assert form["price_basis"] == "replica-hour" and form["replica_hour"] == 8.0 and form["split"] == "equal"
     assert form["router"] == "round_robin" and form["max_num_seqs"] == 128 and form["breach"] == {"chat": 0.2}
     assert economics_view.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
+    assert form["prefix_cache"] is None and form["routing"] and form["routing_replicas"] is None
+    # the prefix cache's assumptions and the routing row come back; a per-path conversation share has
+    # no place on the form (one share for every path)
+    cli["assumptions"] |= {"prefix_cache": "conversation", "conversation_share": {"*": 0.6, "chat": 0.8},
+                           "think_s": 10.0, "affinity_margin": 4}
+    cli["routing"] = {"on": True, "replicas": 3, "traffic": 1.5}
+    form = sets_view.form_inputs(cli)
+    assert (form["prefix_cache"], form["conversation_share"], form["think_s"], form["affinity_margin"]) == (
+        "conversation", 0.6, 10.0, 4)
+    assert (form["routing"], form["routing_replicas"], form["routing_traffic"]) == (True, 3, 1.5)
+    inputs = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
+    assert inputs.assumptions.conversation_share == {"*": 0.6} and inputs.routing_spec().replicas == 3
 
 
 def test_break_even_lines_say_what_is_missing() -> None:
