@@ -714,6 +714,7 @@ def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
     path labels and rules come from the workspace after the load)."""
     from app.economics.decide.inputs import ScenarioInputs, parse_multipliers, parse_replicas
     from app.economics.model.capacity import Assumptions
+    from app.economics.model.conversations import conversation_shares
 
     for flag in ("kv_cache_tokens", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
         value = getattr(args, flag)
@@ -727,9 +728,13 @@ def _scenario_args(args: argparse.Namespace) -> dict[str, Any]:
         "assumptions": Assumptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                                    kv_cache_tokens=args.kv_cache_tokens, max_model_len=args.max_model_len,
                                    block_size=args.block_size, router=args.router,
-                                   prefix_cache=args.prefix_cache),
+                                   prefix_cache=args.prefix_cache,
+                                   conversation_share=conversation_shares(args.conversation_share)
+                                   if args.conversation_share else None,
+                                   think_s=args.think_time, affinity_margin=args.affinity_margin),
         "observed_replicas": args.observed_replicas, "calibrate": args.calibrate, "prices": _prices(args),
-        "split": args.cost_split,
+        "split": args.cost_split, "routing": args.routing, "routing_replicas": args.routing_replicas,
+        "routing_traffic": args.routing_traffic,
     }
     ScenarioInputs(datasets=(0,), path_labels=(), **parsed)  # the rest of its checks
     return parsed
@@ -837,19 +842,43 @@ def add_scenarios(sub: Any) -> None:
                         help="chunked-prefill token budget per step (default: from iteration_tokens_total, else "
                         "vLLM's 8192)")
     engine.add_argument("--block-size", type=int, help="KV block size in tokens (default: cache_config_info, else 16)")
-    engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two"],
-                        help="routing policy in front of the replicas (default: least_outstanding, assumed)")
-    engine.add_argument("--prefix-cache", choices=["shared", "off"],
-                        help="the scenarios' prefix cache: 'shared' replays each path's observed cached share "
-                        "(vllm:prefix_cache_hits_total) as a prefix every request shares, whose hit rate no replica "
-                        "count changes; 'off' computes every prompt token (--no-enable-prefix-caching: what the "
-                        "cache is worth). Default: shared where the export shows cache hits")
+    engine.add_argument("--router", choices=["least_outstanding", "round_robin", "random", "power_of_two",
+                                             "prefix_aware"],
+                        help="routing policy in front of the replicas (default: fitted on how work spreads over the "
+                        "replicas, else least_outstanding, assumed); prefix_aware keeps a conversation's turns on "
+                        "one replica")
+    engine.add_argument("--prefix-cache", choices=["shared", "conversation", "off"],
+                        help="the scenarios' prefix cache: 'conversation' splits each path's observed cached share "
+                        "(vllm:prefix_cache_hits_total) between a prefix every request starts with (its hit rate "
+                        "is the same at any N') and conversation history (cached where the previous turn ran: "
+                        "under load-based routing (N'-1)/N' of follow-ups miss it); 'shared' takes it all for the "
+                        "shared prefix; 'off' computes every prompt token (--no-enable-prefix-caching: what the "
+                        "cache is worth). Default: conversation where the export shows cache hits")
+    engine.add_argument("--conversation-share", action="append", metavar="[PATH=]SHARE",
+                        help="the share of a path's cached tokens that are conversation history, 0 to 1 (no "
+                        "PATH: every path); the metrics show only the sum. Default: the least the prompt lengths "
+                        "allow (a prefix every request starts with is no longer than the path's 1 %% shortest "
+                        "prompts)")
+    engine.add_argument("--think-time", type=float, metavar="SECONDS",
+                        help="mean time from an answer to the conversation's next turn (default 30, assumed)")
+    engine.add_argument("--affinity-margin", type=int, metavar="N",
+                        help="the prefix-aware router keeps a turn on its conversation's replica unless that one "
+                        "holds more than N outstanding requests above the least loaded (default 16)")
     _add_paths(p)
     _add_ray(p, "run the scenario replays on a Ray cluster instead of local processes ($HEADROOM_WORKERS, "
              "default every core)")
     _add_quiet(p)
     p.add_argument("--policy", metavar="FILE.yaml", help="policy rows beside the static scenarios: autoscaler, "
                    "admission, retry and degradation (schema: docs, Policies replayed through the twin)")
+    p.add_argument("--routing", action=argparse.BooleanOptionalAction, default=True,
+                   help="the routing row: load-based against prefix-aware routing replayed at every replica count "
+                   "of the grid, priced at one N' (default on where the export shows prefix-cache hits; the "
+                   "document says why it is not priced otherwise)")
+    p.add_argument("--routing-replicas", type=int, metavar="N",
+                   help="the routing row's N' (default: the smallest meeting every path's promise under load-based "
+                   "routing, else the observed replica count)")
+    p.add_argument("--routing-traffic", type=float, metavar="G",
+                   help="the routing row's traffic multiplier (default 1.0 when --traffic has it, else its first)")
     p.add_argument("--save", metavar="NAME", help="save this scenario set in the workspace under NAME")
     _add_output(p, ["json", "markdown", "csv"], "markdown")
     _add_db(p, default_memory=True)

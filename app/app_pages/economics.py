@@ -77,6 +77,25 @@ with st.form("econ_form"):
         c[1].number_input("Observed replicas (empty: inferred)", min_value=1, step=1, value=None,
                           key=state.econ_key("observed_replicas"))
         c[2].checkbox("Calibrate the twin at the observed N", key=state.econ_key("calibrate"))
+        c = st.columns(4)
+        c[0].selectbox("Prefix cache", economics_view.PREFIX_CASES, key=state.econ_key("prefix_cache"),
+                       format_func=lambda x: "conversation (default)" if x is None else x,
+                       help="conversation: each path's observed cached share split between a prefix every request "
+                       "starts with and conversation history; shared: all a shared prefix; off: every prompt "
+                       "token computed (what the cache is worth)")
+        c[1].number_input("Conversation share of cached tokens (empty: the least the prompt lengths allow)",
+                          min_value=0.0, max_value=1.0, step=0.05, value=None, key=state.econ_key("conversation_share"))
+        c[2].number_input("Think time between turns, s (empty: 30)", min_value=0.0, step=5.0, value=None,
+                          key=state.econ_key("think_s"))
+        c[3].number_input("Prefix-aware affinity margin (empty: 16)", min_value=0, step=1, value=None,
+                          key=state.econ_key("affinity_margin"))
+    with st.expander("Routing row: load-based against prefix-aware routing (where the export shows cache hits)"):
+        c = st.columns(3)
+        c[0].checkbox("Price the routing row", key=state.econ_key("routing"))
+        c[1].number_input("Its N' (empty: the smallest meeting the promise under load-based routing)", min_value=1,
+                          step=1, value=None, key=state.econ_key("routing_replicas"))
+        c[2].number_input("Its traffic multiplier (empty: x1 when the grid has it)", min_value=0.01, step=0.25,
+                          value=None, key=state.econ_key("routing_traffic"))
     with st.expander("Policies replayed beside the static rows: autoscaler, admission, retries, degradation"):
         k = state.econ_key
         st.number_input("Fleet size of the admission, retry and degradation rows (empty: the observed N)",
@@ -156,6 +175,13 @@ if submitted:
                 except ValueError as exc:
                     cross = queue = None
                     st.warning(f"No load–response curve or queueing view: {md(exc)}")
+                routed = None
+                if inputs.routing:
+                    bar.progress(1.0, text="replaying the routing row: load-based against prefix-aware routing")
+                    try:
+                        routed = cache.routing_rows(db, spec, inputs, predictions)
+                    except ValueError as exc:
+                        st.error(f"Routing row not replayed: {md(exc)}")
                 pset = pol_rows = None
                 try:
                     pset = economics_view.policy_set(new, analysis.observed.replicas)
@@ -171,7 +197,8 @@ if submitted:
                 st.session_state[state.ECON_RUN] = {
                     "spec": spec, "inputs": new, "scenario_inputs": inputs, "analysis": analysis, "predictions": predictions,
                     "cross_check": cross, "queueing": queue, "took_s": time.perf_counter() - started,
-                    "replayed": f"{replayed} of {len(grid)}", "policy_set": pset, "policy_predictions": pol_rows}
+                    "replayed": f"{replayed} of {len(grid)}", "policy_set": pset, "policy_predictions": pol_rows,
+                    "routing_predictions": routed}
 
 run = st.session_state.get(state.ECON_RUN)
 if run is None:
@@ -229,6 +256,21 @@ else:
         if not tl.empty:
             st.plotly_chart(charts.autoscaler_timeline(tl), key="autoscaler_chart", width="stretch")
         st.caption(md(doc["policies"]["note"]) + ". Rejected requests count as breaches.")
+    if doc.get("routing"):
+        st.subheader("Routing: load-based against prefix-aware")
+        for line in economics_view.routing_lines(doc):
+            st.markdown(line)
+        if doc["routing"]["available"]:
+            routing_fleet = economics_view.routing_fleet_table(doc)
+            tables.dataframe(routing_fleet, hide_index=True, key="routing_fleet_table",
+                             column_config={c: money for c in routing_fleet.columns if c.endswith("$")})
+            st.plotly_chart(charts.routing_curve(economics_view.routing_curve(doc)), key="routing_chart",
+                            width="stretch")
+            routing_frame = economics_view.routing_table(doc)
+            tables.dataframe(routing_frame, hide_index=True, key="routing_table", column_config={
+                **{c: pct for c in routing_frame.columns if c.endswith("%")},
+                **{c: money for c in routing_frame.columns if c.endswith("$")}})
+            st.caption(md(doc["routing"]["note"]) + ".")
     c = st.columns(2)
     c[0].download_button("Download the report (Markdown)", economics_view.report_header(run, names, "markdown")
                          + scenarios_text.scenarios_markdown(doc), file_name="headroom-scenarios.md", mime="text/markdown",

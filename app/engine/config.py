@@ -14,6 +14,7 @@ ROUTERS = ("least_outstanding", "round_robin", "random", "power_of_two")
 # a router that sends a conversation's turn where its previous turn ran (app/engine/router.py)
 PREFIX_ROUTERS = ("prefix_aware",)
 ALL_ROUTERS = ROUTERS + PREFIX_ROUTERS
+DEFAULT_AFFINITY_MARGIN = 16  # outstanding requests (FleetConfig.affinity_margin)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class FleetConfig:
     step: StepTime = field(default_factory=StepTime)
     scrape_interval_s: float = 15.0
     bulk: bool = True  # advance decode-only stretches in one event (False: one event per step, for tests)
-    affinity_margin: int = 16
+    affinity_margin: int = DEFAULT_AFFINITY_MARGIN
 
     def __post_init__(self) -> None:
         if self.router not in ALL_ROUTERS:

@@ -360,7 +360,7 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
         ip, fp = engine_arrays(config, ring_rows - 1, caching)
         c = counting
     n_paths = len(c.ttft_s)
-    counts = Counts(totals=np.zeros((n_paths, 5), dtype=np.int64),
+    counts = Counts(totals=np.zeros((n_paths, TOTALS), dtype=np.int64),
                     windows=np.zeros((n_paths, 4, c.n_windows), dtype=np.int64),
                     per_path=np.zeros((n_paths, 4), dtype=np.int64), decode=np.zeros(2, dtype=np.int64),
                     counts=np.zeros((c.n_view, n_rep), dtype=np.int64))
@@ -432,6 +432,11 @@ def _counted_finish_us(rq, i, t_lo, t_hi):
     return finish_us if t >= t_lo and t < t_hi else np.int64(-1)
 
 
+# ``breach_counts``' totals per path: first tokens, TTFT breaches, finished, TPOT breaches, joint
+# breaches, prompt tokens and cached tokens (of the requests counted by first token)
+TOTALS = 7
+
+
 @njit(**LOOP)
 def _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows):
     """Row i into :func:`breach_counts`' counts."""
@@ -444,6 +449,8 @@ def _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows):
     t = first_us / 1e6
     if t >= t_lo and t < t_hi:
         totals[p, 0] += 1
+        totals[p, 5] += rq[i].prompt
+        totals[p, 6] += rq[i].cached
         w = int((t - t_lo) // window_s)
         if ttft_b:
             totals[p, 1] += 1
@@ -476,10 +483,11 @@ def breach_counts(rq, ttft_s, tpot_s, t_lo, t_hi, window_s, n_windows):
     ``t_lo``: first tokens and TTFT breaches by first-token time, finished requests and joint
     breaches by finish time, for times in [t_lo, t_hi). Times, TTFT and TPOT are computed as
     ``records.run_arrays`` computes them (whole microseconds), so the counts are those of its arrays.
-    Returns (per path: first tokens, TTFT breaches, finished, TPOT breaches, joint breaches;
+    Returns (per path: first tokens, TTFT breaches, finished, TPOT breaches, joint breaches, and of
+    the requests counted by first token their prompt tokens and the tokens the prefix cache served;
     per path and window: first tokens, TTFT breaches, finished, joint breaches)."""
     n_paths = ttft_s.shape[0]
-    totals = np.zeros((n_paths, 5), dtype=np.int64)
+    totals = np.zeros((n_paths, TOTALS), dtype=np.int64)
     windows = np.zeros((n_paths, 4, n_windows), dtype=np.int64)
     for i in range(rq.shape[0]):
         _breach_row(rq, i, ttft_s, tpot_s, t_lo, t_hi, window_s, totals, windows)

@@ -29,7 +29,7 @@ import streamlit as st
 
 from app.cube import cube_key, ensure_cube
 from app.economics.check.crosscheck import CURVE_WINDOW_S
-from app.economics.decide import policy_file
+from app.economics.decide import policy_file, routing
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.decide.policies import PolicyPrediction
 from app.economics.predict.scenarios import Analysis, Prediction, Scenario
@@ -304,3 +304,25 @@ def policy_rows(db: str, replay_key: str, policy_json: str, observed_replicas: i
     ps = policy_file.parse(json.loads(policy_json), "policy inputs", observed_replicas)
     inputs = ScenarioInputs.from_replay_key(replay_key)
     return inputs.policy_rows(analysis(db, replay_key), ps)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def routed_scenarios(db: str, replay_key: str, router: str, grid: tuple[Scenario, ...]) -> dict[Scenario, list[Prediction]]:
+    """Scenarios replayed under another router than the analysis' (the routing row's prefix-aware side),
+    once per replay key, router and grid: the same fit, calibration and requests."""
+    inputs = ScenarioInputs.from_replay_key(replay_key)
+    return inputs.predict(routing.routed(analysis(db, replay_key), router), list(grid))
+
+
+def routing_rows(db: str, replay_key: str, inputs: ScenarioInputs, predictions: Sequence[Prediction]
+                 ) -> routing.RoutingPredictions:
+    """The routing row of a run (``ScenarioInputs.routing_rows``): the analysis' own router from the
+    replayed scenarios (``scenarios``, which holds the grid's), the other from ``routed_scenarios``."""
+    fitted = analysis(db, replay_key)
+
+    def run(a: Analysis, wanted: list[Scenario]) -> dict[Scenario, list[Prediction]]:
+        if a.model.router == fitted.model.router:
+            return {s: r.predictions for s, r in zip(wanted, scenarios(db, replay_key, wanted), strict=True)}
+        return routed_scenarios(db, replay_key, a.model.router, tuple(wanted))
+
+    return inputs.routing_rows(fitted, predictions, run=run)

@@ -291,3 +291,27 @@ def autoscaler_timeline(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Autoscaler: replicas over time", xaxis_title="minutes from the export's start",
                       yaxis_title="replicas", margin=MARGIN, legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+def routing_curve(frame: pd.DataFrame) -> go.Figure:
+    """The routing row over replica counts: per routing and path the joint breach share (%, with its
+    interval) and, on the right axis, the share of prompt tokens the prefix cache served (%, dotted)."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for (routing, path), part in frame.groupby(["routing", "path"], sort=False):
+        part = part.sort_values("replicas")
+        label = f"{routing}: {plotly_text(path)}"
+        share = percent_of(part, "breach_share")
+        fig.add_trace(go.Scatter(
+            x=part["replicas"], y=share, name=f"breach {label}", mode="lines+markers",
+            error_y={"type": "data", "symmetric": False, "array": percent_of(part, "breach_share_high") - share,
+                     "arrayminus": share - percent_of(part, "breach_share_low")},
+            hovertemplate="N'=%{x}<br>%{y:.2f} %<extra>" + label + "</extra>"), secondary_y=False)
+        fig.add_trace(go.Scatter(
+            x=part["replicas"], y=percent_of(part, "cached_share"), name=f"cached {label}", mode="lines",
+            line={"dash": "dot"}, hovertemplate="N'=%{x}<br>%{y:.1f} % cached<extra>" + label + "</extra>"),
+            secondary_y=True)
+    fig.update_layout(title="Load-based against prefix-aware routing", xaxis_title="replicas N'", margin=MARGIN,
+                      legend={"orientation": "h", "y": -0.25})
+    fig.update_yaxes(title_text="joint breach share (%)", secondary_y=False)
+    fig.update_yaxes(title_text="prompt tokens served from the prefix cache (%)", secondary_y=True)
+    return fig

@@ -26,6 +26,9 @@ ECON_DEFAULTS: dict[str, Any] = {
     "breach": {}, "default_breach": 0.01, "split": "requests", "router": None,
     "max_num_seqs": None, "max_num_batched_tokens": None, "kv_cache_tokens": None, "max_model_len": None,
     "calibrate": True, "observed_replicas": None, "datasets": None,
+    # the prefix cache's case and the routing row (docs/economics.md#prefix-cache)
+    "prefix_cache": None, "conversation_share": None, "think_s": None, "affinity_margin": None,
+    "routing": True, "routing_replicas": None, "routing_traffic": None,
     # the policy rows (the same settings as a --policy file; docs/policies.md#the-policy-file)
     **{f"policy_{k}": v for k, v in {
         "replicas": None, "autoscaler": False, "signal": "waiting", "scale_out_at": 4.0, "out_for": "2m",
@@ -38,7 +41,8 @@ ECON_DEFAULTS: dict[str, Any] = {
 }
 
 
-ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two")  # None: assumed
+ROUTERS = (None, "least_outstanding", "round_robin", "random", "power_of_two", "prefix_aware")  # None: fitted
+PREFIX_CASES = (None, "conversation", "shared", "off")  # None: conversation where the export shows hits
 
 
 # the engine facts of the form: empty = read from the data (or vLLM's default, stated as assumed)
@@ -93,11 +97,14 @@ def scenario_inputs(form: Mapping[str, Any], labels: Sequence[str], rules: Seque
                                  float(form["horizon_hours"]))
     return ScenarioInputs(
         datasets=tuple(int(i) for i in form.get("datasets") or ()),
-        promises=tuple(Promise(path=p, ttft_s=v.get("ttft_s"), tpot_s=v.get("tpot_s")) for p, v in promises.items()),
+        promises=tuple(Promise(path=p, ttft_s=v.get("ttft_s"), tpot_s=v.get("tpot_s"),
+                               target=float(v.get("target") or Promise().target)) for p, v in promises.items()),
         path_labels=tuple(labels), rules=tuple((str(a), str(b)) for a, b in rules), replicas=tuple(replicas),
         traffic=tuple(traffic), context=tuple(context), seeds=int(form["seeds"]),
         assumptions=Assumptions(**engine_facts(form)), observed_replicas=form.get("observed_replicas") or None,
-        calibrate=bool(form["calibrate"]), prices=prices, split=form["split"])
+        calibrate=bool(form["calibrate"]), prices=prices, split=form["split"], routing=bool(form.get("routing", True)),
+        routing_replicas=int(form["routing_replicas"]) if form.get("routing_replicas") else None,
+        routing_traffic=float(form["routing_traffic"]) if form.get("routing_traffic") else None)
 
 
 def engine_facts(form: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +119,18 @@ def engine_facts(form: Mapping[str, Any]) -> dict[str, Any]:
         out[k] = int(v)
     if form.get("router"):
         out["router"] = form["router"]
+    if form.get("prefix_cache"):
+        out["prefix_cache"] = form["prefix_cache"]
+    share = form.get("conversation_share")
+    if share is not None and share != "":
+        if not 0.0 <= float(share) <= 1.0:
+            raise ValueError(f"conversation share {share}: a share of the cached tokens in [0, 1] (empty: the least "
+                             "the prompt lengths allow)")
+        out["conversation_share"] = {"*": float(share)}
+    if form.get("think_s") is not None and form.get("think_s") != "":
+        out["think_s"] = float(form["think_s"])
+    if form.get("affinity_margin") is not None and form.get("affinity_margin") != "":
+        out["affinity_margin"] = int(form["affinity_margin"])
     return out
 
 
@@ -126,7 +145,7 @@ def price(run: Mapping[str, Any]) -> dict[str, Any]:
     cached predictions, so a price change costs milliseconds."""
     inputs: ScenarioInputs = run["scenario_inputs"]
     return inputs.document(run["analysis"], run["predictions"], run.get("cross_check"), run.get("queueing"),
-                           run.get("policy_predictions"), run.get("policy_set"))
+                           run.get("policy_predictions"), run.get("policy_set"), run.get("routing_predictions"))
 
 
 def scenario_table(doc: Mapping[str, Any]) -> pd.DataFrame:
@@ -258,6 +277,62 @@ def timelines(doc: Mapping[str, Any]) -> pd.DataFrame:
             parts.append(pd.DataFrame({"policy": r["policy"], "minute": [t / 60 for t in tl["t_s"]],
                                        "replicas": tl["replicas"], "ready": tl["ready"]}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["policy", "minute", "replicas", "ready"])
+
+
+def routing_table(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """The routing row per routing and path at its N' (shares in %, costs in USD; empty: not priced)."""
+    r = doc.get("routing") or {}
+    rows = []
+    for x in r.get("rows") or []:
+        rows.append({
+            "routing": x["routing"], "router": x["router"], "N'": x["replicas"], "path": x["path"],
+            "joint breach %": pct(x["breach_share"]), "low %": pct(x["breach_share_low"]),
+            "high %": pct(x["breach_share_high"]), "TTFT %": pct(x["ttft_share"]), "TPOT %": pct(x["tpot_share"]),
+            "cached %": pct(x["cached_share"]), "cached at N (observed) %": pct(x["observed_cached_share"]),
+            "breach cost $": x["breach_cost"], "headroom cost $": x["headroom_cost"], "total cost $": x["total_cost"],
+            "flags": "; ".join(x.get("flags") or []),
+        })
+    return pd.DataFrame(rows)
+
+
+def routing_fleet_table(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """Per routing: the fleet's costs at the row's N' and the replicas the promise needs."""
+    r = doc.get("routing") or {}
+    return pd.DataFrame([{
+        "routing": t["routing"], "router": t["router"], "N'": t["replicas"], "headroom cost $": t["headroom_cost"],
+        "breach cost $": t["breach_cost"], "total cost $": t["total_cost"], "total low $": t["total_cost_low"],
+        "total high $": t["total_cost_high"], "replicas needed": t["replicas_needed"],
+        "replicas needed (interval's high end)": t["replicas_needed_if_high"],
+    } for t in r.get("fleet") or []])
+
+
+def routing_curve(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """The routing row's breach share and cached share per routing, size and path (shares 0-1)."""
+    return pd.DataFrame((doc.get("routing") or {}).get("curve") or [],
+                        columns=["routing", "replicas", "path", "breach_share", "breach_share_low", "breach_share_high",
+                                 "cached_share", "meets_promise", "flagged"])
+
+
+def routing_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What the routing row says in words: where it is priced, what prefix-aware routing saves, and the
+    split of the cached share it stands on (Markdown, escaped)."""
+    r = doc.get("routing")
+    if not r:
+        return []
+    if not r["available"]:
+        return [f"Not priced: {md(r['reason'])}."]
+    w = r["worth"]
+    out = [f"At **N'={r['replicas']}** ({md(r['replicas_chosen'])}), traffic ×{r['traffic']:g}: prefix-aware routing "
+           f"saves **\\${w['total_cost_saved']:,.0f}** over the horizon (\\${w['total_cost_saved_low']:,.0f} to "
+           f"\\${w['total_cost_saved_high']:,.0f} over the intervals) against {md(r['routers']['load-based'])}."]
+    if w["replicas_saved"] is not None:
+        out.append(f"Replicas the promise needs: {w['replicas_saved']} fewer with prefix-aware routing "
+                   f"(\\${w['headroom_cost_saved']:,.0f} of headroom).")
+    for path, s in r["split"].items():
+        out.append(f"{md(path)}: {100 * s['cached_share']:.1f} % of prompt tokens cached at the observed N (measured); "
+                   f"{md(s['conversation_detail'])}; follow-ups {s['followup_share']:.0%} ({md(s['followup_source'])}); "
+                   f"think time {s['think_s']:g} s.")
+    return out
 
 
 def report_header(run: Mapping[str, Any], dataset_names: Mapping[int, str], fmt: str) -> str:

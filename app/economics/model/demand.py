@@ -19,7 +19,8 @@ lengths are independent; within a 5-minute block a path's length mix is stationa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ LENGTH_BLOCK_S = 300  # length mixes are pooled over 5 minutes (lengths are obse
 DEMAND_SIGNALS = ("ttft", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens", "generation_tokens",
                   "prefix_cache_hits_total", "prompt_tokens_cached_total")
 DEMAND_BUCKETS = ("prompt_tokens", "generation_tokens")  # of the TTFT histogram the demand reads count and sum
+DEFAULT_THINK_S = 30.0  # a person reads an answer and writes the next message: the metrics do not show it
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 SAMPLE_CHUNK = 1 << 18  # requests whose lengths are drawn at once (a dozen temporaries each)
 
@@ -207,6 +209,39 @@ def _buckets_below(u: np.ndarray, cum: np.ndarray, row: np.ndarray, last: int) -
 
 
 @dataclass
+class PrefixSplit:
+    """One path's cached share split for the replay: ``shared_tokens`` (whole KV blocks) every request
+    starts with, serving ``shared_share`` of the prompt tokens; the rest of the observed
+    ``cached_share`` is conversation history (``conversation_share`` of the cached tokens, from
+    ``conversation_source``: "given" or "assumed"), drawn as follow-up turns (``followup_share`` of the
+    requests wish to continue a conversation; fitted) sent ``think_s`` (mean) after the previous answer,
+    whose length is estimated as ``ttft_s`` + output tokens x ``tpot_s`` (the observed means).
+    ``twin_cached_share``: what the twin at the observed N and router served (the check)."""
+
+    cached_share: float
+    conversation_share: float
+    conversation_source: str
+    conversation_detail: str
+    shared_tokens: int
+    shared_share: float
+    followup_share: float = 0.0
+    think_s: float = DEFAULT_THINK_S
+    ttft_s: float = 0.0
+    tpot_s: float = 0.0
+    twin_cached_share: float = math.nan
+    followup_source: str = ""
+    think_source: str = "assumed"  # "given" (--think-time), "assumed" (DEFAULT_THINK_S) or "fitted" (an upper bound)
+
+    @property
+    def conversations(self) -> bool:
+        """Whether the replay draws conversations for this path."""
+        return self.followup_share > 0
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class PathDemand:
     name: str
     window_start: np.ndarray  # unix seconds of each demand window
@@ -216,6 +251,9 @@ class PathDemand:
     output: LengthDistribution
     # the share of prompt tokens the prefix cache served at the observed N (NaN: not exported)
     cached_share: float = math.nan
+    # what that share is made of, for the replay (app.economics.model.conversations; None: a shared
+    # prefix alone, or nothing cached)
+    prefix: PrefixSplit | None = None
 
 
 @dataclass

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -180,6 +180,7 @@ class TwinView:
     joint_share: dict[str, float]
     dispersion: float | None
     outstanding_dispersion: float | None = None
+    cached_share: dict[str, float] = field(default_factory=dict)  # of prompt tokens, per path (prefix cache)
 
 
 def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
@@ -214,7 +215,7 @@ def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Ma
                       for k, name in enumerate(names)},
         ttft_share=shares.ttft, tpot_share=shares.tpot, joint_share=shares.joint,
         dispersion=dispersion(counts.astype(float)),
-        outstanding_dispersion=dispersion((gauges[:, :, 0] + gauges[:, :, 1]).T))
+        outstanding_dispersion=dispersion((gauges[:, :, 0] + gauges[:, :, 1]).T), cached_share=shares.cached)
 
 
 def _kv_from(view: TwinView, targets: Targets) -> tuple[float | None, int]:

@@ -34,7 +34,7 @@ from app.cube import ensure_cube, pulled_by_store
 from app.economics.model import capacity
 from app.economics.model.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel, Source
 from app.economics.model.demand import Demand, observed_demand
-from app.economics.predict import calibration
+from app.economics.predict import calibration, conversations
 from app.economics.run import compiled
 from app.economics.run.executors import Executor, LocalProcesses
 from app.economics.run.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
@@ -51,6 +51,7 @@ CALIBRATION_HOURS = 6.0  # the calibration replays the busiest this many hours o
 PUSHDOWN_WIDTH = 0.10
 PEAK_FLAG = 0.15  # the twin's 99th-percentile running batch more than 15 % off the fleet's flags
 RESIDUAL_FLAG = 0.10  # a path whose shares at the observed N stay off by more than this is flagged
+CACHED_SHARE_FLAG = 0.10  # nor does a path whose twin serves a cached share this far (relative) from the observed
 SHARE_CLOSE_MAX = 0.05  # how far a time scale may move from its means' calibration to meet the observed shares
 CLOSING = (("prefill_scale", "ttft", "the prefill time"), ("tpot_scale", "tpot", "the decode step time"))
 RESIDUAL_FLOOR = 0.01  # shares below 1 % are compared in absolute terms (0.1 pp = 10 % of 1 %)
@@ -156,6 +157,8 @@ class Prediction:
     ttft_share_high: float = math.nan
     tpot_share_low: float = math.nan
     tpot_share_high: float = math.nan
+    # the share of prompt tokens the twin's prefix cache served (mean over seeds; NaN: not counted)
+    cached_share: float = math.nan
 
 
 def _observed(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path_labels: list[str],
@@ -263,8 +266,11 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     gives it, calibrate the time scales at the observed N (``calibrate``), and measure the residual
     there. Raises only when there is nothing to predict (no request-latency histogram).
 
-    The steps: :func:`fit` (model, demand, observed shares), :func:`calibrate_twin` (KV capacity and
-    time scales), :func:`fit_router` (the router and the calibration again if it changed), then the twin
+    The steps: :func:`fit` (model, demand, observed shares), the split of each path's cached share into
+    a shared prefix and conversations (:mod:`app.economics.predict.conversations`: ``split``, then
+    ``refine`` on the twin, again after the calibration when it changed the KV capacity or the router),
+    :func:`calibrate_twin` (KV capacity and time scales), :func:`fit_router` (the router and the
+    calibration again if it changed), then the twin
     replayed at the observed N (:func:`residual_views`), its time scales closed on the observed shares
     (:func:`close_on_shares`), for :func:`residuals` and :func:`flags`."""
     assumptions = assumptions or Assumptions()
@@ -272,8 +278,12 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     # the prefix cache a scenario asks for applies to its predictions; the fit, the calibration and
     # the residual replay the fleet as it was observed (its cache as the export shows it)
     scenario_prefix = assumptions.prefix_cache
-    assumptions = replace(assumptions, prefix_cache=None)
+    assumptions = replace(assumptions, prefix_cache="shared" if scenario_prefix == "shared" else None)
     fitted = fit(ws, dataset_ids, promises, path_labels, assumptions, observed_replicas)
+    # what each path's cached share is made of (a shared prefix, conversations): arithmetic now, the
+    # twin's own served share once it is calibrated
+    conversations.split(fitted.model, fitted.demand, fitted.span, fitted.observed.replicas, fitted.targets.itl_mean_s)
+    conversations.refine(fitted.model, fitted.demand, fitted.span, fitted.observed.replicas, fitted.thresholds, say)
     fit_kv = fitted.model.sources["kv_tokens"].kind == "fitted"
     t0 = pd.Timestamp(fitted.span.origin, unit="s")
     say(("calibrating the twin" if calibrate else "fitting the KV capacity by simulation")
@@ -283,6 +293,10 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
         say("fitting the router: how first tokens spread over the replicas")
         cal = fit_router(fitted, cal, fit_kv)
     model, demand, observed, thresholds = cal.model, fitted.demand, fitted.observed, fitted.thresholds
+    if fit_kv or model.router != fitted.model.router:
+        # the conversations were fitted on a twin whose KV capacity (what evicts history) or router
+        # (where a turn lands) was not yet the calibrated one
+        conversations.refine(model, demand, fitted.span, observed.replicas, thresholds, say)
     analysis = Analysis(model=model, demand=demand, observed=observed, thresholds=thresholds,
                         calibration=cal.summary() if (calibrate or fit_kv) else {"off": True})
     analysis.flags = _identification_flags(model, demand)
@@ -299,6 +313,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             analysis.model = model
             analysis.calibration["closed_on_shares"] = closed
     analysis.residuals = residuals(observed, fitted.targets, views)
+    conversations.check(demand, [v.cached_share for v in views])
     analysis.flags += flags(analysis, views, fitted.targets, seeds, say)
     analysis.fleet_residual = fleet_residual(fitted.targets, views)
     analysis.peak_load_observed = peak_load(demand, observed.replicas)
@@ -415,6 +430,18 @@ def flags(analysis: Analysis, views: Sequence[calibration.TwinView], targets: ca
             f"{peak_twin:.0f} against {peak_obs:.0f} observed): scenarios that load a replica more than observed "
             f"are less reliable (their intervals widen by {max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1:.0%})",
             None, max(peak_obs, peak_twin) / min(peak_obs, peak_twin) - 1, envelope=False, when_loaded=True))
+    for p in analysis.demand.paths:
+        split = p.prefix
+        if split is None or not math.isfinite(split.twin_cached_share):
+            continue
+        off = abs(split.twin_cached_share - split.cached_share)
+        if off > max(CACHED_SHARE_FLAG * split.cached_share, conversations.TOLERANCE_ABS):
+            out.append(Flag(
+                f"the twin's prefix cache serves {100 * split.twin_cached_share:.1f} % of {p.name}'s prompt tokens at "
+                f"the observed N against {100 * split.cached_share:.1f} % observed (conversation share "
+                f"{split.conversation_share:.0%}, follow-ups {split.followup_share:.0%}, think time "
+                f"{split.think_s:g} s): its prefill work is off by as much; set --conversation-share or --think-time",
+                p.name, off / max(split.cached_share, 1e-9), envelope=False))
     return out
 
 
@@ -757,8 +784,14 @@ def _assemble(analysis: Analysis, replicas: int, traffic: float, context: float,
             flagged=bool(flags), flags=flags,
             ttft_share_low=bounds["ttft"][0], ttft_share_high=bounds["ttft"][1],
             tpot_share_low=bounds["tpot"][0], tpot_share_high=bounds["tpot"][1],
+            cached_share=_mean_finite([r.cached.get(path, math.nan) for r in runs]),
         ))
     return out
+
+
+def _mean_finite(values: Sequence[float]) -> float:
+    kept = [v for v in values if math.isfinite(v)]
+    return float(np.mean(kept)) if kept else math.nan
 
 
 # the policy rows (app.economics.decide.policies) are assembled, flagged and varied as the static ones

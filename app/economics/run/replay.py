@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.economics.model import conversations
 from app.economics.model.capacity import ReplicaModel
 from app.economics.model.demand import Demand, shared_prefix, synthesize
 from app.economics.run import compiled
@@ -48,6 +49,9 @@ class RunShares:
     windows: dict[str, dict[str, np.ndarray]]  # path -> {"ttft_breached", "first_tokens", ...} per window
     sim_seconds: float
     backlog_s: float = 0.0  # the longest the fleet held as many requests waiting as running (``backlog_seconds``)
+    # per path, of the requests with a first token in the export's range: the share of their prompt
+    # tokens the twin's prefix cache served (NaN: not counted; 0 without a cache at work)
+    cached: dict[str, float] = field(default_factory=dict)
 
 
 def twin_max_model_len(model: ReplicaModel) -> int:
@@ -92,7 +96,9 @@ def twin_config(model: ReplicaModel, replicas: int, gauge_s: float = 60.0) -> Fl
         frontend_s=0.0,
         frontend_per_token_s=0.0,
     )
-    return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=gauge_s)
+    margin = {} if a.affinity_margin is None else {"affinity_margin": int(a.affinity_margin)}
+    return FleetConfig(replicas=replicas, router=model.router, engine=engine, step=step, scrape_interval_s=gauge_s,
+                       **margin)
 
 
 def prefix_caching(model: ReplicaModel) -> bool:
@@ -102,25 +108,50 @@ def prefix_caching(model: ReplicaModel) -> bool:
     return case != "off" and math.isfinite(model.prefix_cached_share) and model.prefix_cached_share > 0
 
 
-def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np.ndarray]
+def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np.ndarray], seed: int = 0
                   ) -> dict[str, np.ndarray]:
-    """The shared prefixes of a scenario's requests (``Trace.prefix_group``, ``prefix_tokens``): per path
-    whose export shows the cache serving a share of its prompt tokens, a prefix every request of the
-    path starts with (``shared_prefix``: whole KV blocks, at most a prompt less its last token) that
-    would serve that share; none where caching is off. A shared prefix's hit rate is the same at any
-    replica count (each replica caches it once): the "shared" case of ``Assumptions.prefix_cache``."""
+    """What a scenario's requests share for the prefix cache (``Trace.prefix_group``, ``prefix_tokens``,
+    and with conversations ``conversation``, ``history_tokens``), per path whose export shows the cache
+    serving a share of its prompt tokens; none where caching is off.
+
+    - a path split into a shared prefix and conversations (``PathDemand.prefix``, the "conversation"
+      case: :mod:`app.economics.model.conversations`): every request starts with the prefix of
+      ``shared_tokens`` (at most its prompt less its last token, in whole blocks), and the requests are
+      chained into conversations (``chain``, the draws of ``seed``) whose turns resend their history;
+    - otherwise (the "shared" case, or a path not split): a prefix every request of the path starts
+      with (``shared_prefix``: whole KV blocks) that would serve the whole observed share. A shared
+      prefix's hit rate is the same at any replica count (each replica caches it once)."""
     if not prefix_caching(model):
         return {}
-    group = np.full(len(requests["path"]), -1, dtype=np.int64)
-    tokens = np.zeros(len(requests["path"]), dtype=np.int32)
+    n = len(requests["path"])
+    block = model.block_size
+    group = np.full(n, -1, dtype=np.int64)
+    tokens = np.zeros(n, dtype=np.int32)
+    conv = np.full(n, -1, dtype=np.int64)
+    history = np.zeros(n, dtype=np.int32)
+    shared_only = model.assumptions.prefix_cache == "shared"
     for k, p in enumerate(demand.paths):
         if not (math.isfinite(p.cached_share) and p.cached_share > 0):
             continue
-        mine = requests["path"] == k
-        _, held = shared_prefix(requests["prompt_tokens"][mine], p.cached_share, model.block_size)
+        mine = np.flatnonzero(requests["path"] == k)
+        prompt = requests["prompt_tokens"][mine]
+        split = None if shared_only else p.prefix
+        if split is None:
+            _, held = shared_prefix(prompt, p.cached_share, block)
+        else:
+            held = np.minimum((np.asarray(prompt, dtype=np.int64) - 1) // block * block, split.shared_tokens)
         group[mine] = np.where(held > 0, k, -1)
         tokens[mine] = held
-    return {"prefix_group": group, "prefix_tokens": tokens} if (group >= 0).any() else {}
+        if split is not None and split.conversations:
+            c, h = conversations.chain(requests["arrival_s"][mine], prompt, requests["output_tokens"][mine], held,
+                                       split, block, conversations.chain_rng(seed, k))
+            turn = c >= 0
+            conv[mine[turn]] = mine[c[turn]]  # a conversation is named by its first turn's request
+            history[mine] = h
+    out = {"prefix_group": group, "prefix_tokens": tokens} if (group >= 0).any() else {}
+    if (conv >= 0).any():
+        out |= {"prefix_group": group, "prefix_tokens": tokens, "conversation": conv, "history_tokens": history}
+    return out
 
 
 def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
@@ -150,7 +181,7 @@ def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_
     times moved by the warm-up, requests before the replay's start dropped; with ``model``, the
     shared prefixes its prefix cache serves (``prefix_arrays``)."""
     return _trace(demand, requests, seed, max_model_len,
-                  prefix_arrays(model, demand, requests) if model is not None else None)
+                  prefix_arrays(model, demand, requests, seed) if model is not None else None)
 
 
 def _with_warmup(demand: Demand, reqs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -195,7 +226,7 @@ def _twin_trace(model: ReplicaModel, demand: Demand, traffic: float, context: fl
                 requests: Mapping[str, np.ndarray] | None) -> Trace:
     max_len = twin_max_model_len(model)
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
-    return _trace(demand, reqs, seed, max_len, prefix_arrays(model, demand, reqs))
+    return _trace(demand, reqs, seed, max_len, prefix_arrays(model, demand, reqs, seed))
 
 
 def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
@@ -242,8 +273,9 @@ def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[s
     for k, name in enumerate(names):
         if thresholds.get(name) is None:
             continue
-        first, ttft_b, done, tpot_b, joint_b = (int(x) for x in totals[k])
+        first, ttft_b, done, tpot_b, joint_b, prompt, cached = (int(x) for x in totals[k])
         out.requests[name] = first
+        out.cached[name] = cached / prompt if prompt else nan
         out.ttft[name] = ttft_b / first if first else nan
         out.tpot[name] = tpot_b / done if done else nan
         out.joint[name] = joint_b / done if done else nan
@@ -294,6 +326,9 @@ def shares_of(d: Mapping[str, np.ndarray], demand: Demand, names: Sequence[str],
         tpot_b = d["tpot_s"] > th.tpot_s if th.tpot_s is not None else np.zeros(len(d["tpot_s"]), bool)
         joint_b = ttft_b | tpot_b
         out.requests[name] = int(first.sum())
+        if "cached_tokens" in d:
+            prompt = float(d["prompt_tokens"][first].sum())
+            out.cached[name] = float(d["cached_tokens"][first].sum()) / prompt if prompt else math.nan
         out.ttft[name] = float(ttft_b[first].mean()) if first.any() else math.nan
         out.tpot[name] = float(tpot_b[done].mean()) if done.any() else math.nan
         out.joint[name] = float(joint_b[done].mean()) if done.any() else math.nan

@@ -1,0 +1,220 @@
+"""Each path's cached share split for the replay (:mod:`app.economics.model.conversations`), and the
+follow-up share fitted so that the twin at the observed fleet size and router serves the observed
+share.
+
+Two steps of the analysis (:func:`app.economics.predict.scenarios.analyse`):
+
+1. :func:`split` (before the calibration, no twin run): per path with cache hits, the shared prefix and
+   the conversation share (given, or the least the prompt lengths allow), and a first follow-up share
+   from arithmetic: the history the conversations hold, if every turn found its history where it left
+   it, is the observed conversation part divided by the chance a follow-up lands on its previous
+   turn's replica under the fleet's router (1 at one replica or under prefix-aware routing, else
+   1/N: load-based routing sends a turn where the load is least, wherever its history is).
+2. :func:`refine` (on the calibrated twin): the twin replays the calibration's span at the observed N
+   and router, and the follow-up share moves until the twin's served share meets the observed one
+   (history is also evicted, and a follow-up may arrive while its previous turn is still running).
+   What the twin serves at the end is the check, stated with the split.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from app.economics.model import conversations as conv
+from app.economics.model.capacity import ReplicaModel
+from app.economics.model.demand import DEFAULT_THINK_S, Demand, PrefixSplit
+from app.economics.run.replay import (
+    Thresholds,
+    demand_requests,
+    prefix_caching,
+    shares_of_counts,
+    simulate_twin,
+    twin_max_model_len,
+)
+
+SPLIT_SEED = 1000  # the requests the split and the follow-up share are fitted on (the residual's first seed)
+ROUNDS = 4  # twin runs at most to meet the observed share
+TOLERANCE_ABS = 0.005  # the twin's served share meets the observed within 0.5 pp
+TOLERANCE_REL = 0.02  # or 2 % of it
+FALLBACK_TPOT_S = 0.05  # a turn's decode per token when the export has no inter-token latency
+MIN_THINK_S = 1.0  # the think time is not fitted below this
+
+
+def home_chance(router: str, replicas: int) -> float:
+    """The chance a follow-up turn lands on the replica of its previous turn: 1 at one replica or under
+    prefix-aware routing, else 1/N (a load-based router does not know where the history is)."""
+    return 1.0 if replicas <= 1 or router == "prefix_aware" else 1.0 / replicas
+
+
+def given_share(model: ReplicaModel, path: str) -> float | None:
+    """The conversation share the user gave for ``path`` (its own, else every path's), or None."""
+    given = model.assumptions.conversation_share or {}
+    value = given.get(path, given.get("*"))
+    return None if value is None else float(value)
+
+
+def _close(twin: float, observed: float) -> bool:
+    return math.isfinite(twin) and abs(twin - observed) <= max(TOLERANCE_ABS, TOLERANCE_REL * observed)
+
+
+def _set(demand: Demand, span: Demand, k: int, value: PrefixSplit | None) -> None:
+    demand.paths[k].prefix = value
+    span.paths[k].prefix = value
+
+
+def split(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, itl_mean_s: float | None) -> None:
+    """Step 1: set each path's ``PathDemand.prefix`` (of ``demand`` and of its calibration ``span``):
+    the split of its observed cached share and the arithmetic's follow-up share. None where the cache
+    served nothing, where it is off, or in the "shared" case (a shared prefix alone)."""
+    case = model.assumptions.prefix_cache
+    if not prefix_caching(model) or case == "shared":
+        for k in range(len(demand.paths)):
+            _set(demand, span, k, None)
+        return
+    block = model.block_size
+    reqs = demand_requests(span, 1.0, 1.0, SPLIT_SEED, twin_max_model_len(model))
+    think = model.assumptions.think_s if model.assumptions.think_s is not None else DEFAULT_THINK_S
+    tpot = itl_mean_s if itl_mean_s is not None and math.isfinite(itl_mean_s) and itl_mean_s > 0 else FALLBACK_TPOT_S
+    for k, p in enumerate(demand.paths):
+        if not (math.isfinite(p.cached_share) and p.cached_share > 0):
+            _set(demand, span, k, None)
+            continue
+        mine = reqs["path"] == k
+        prompt, output, arrival = reqs["prompt_tokens"][mine], reqs["output_tokens"][mine], reqs["arrival_s"][mine]
+        size, served, share, kind, detail = conv.split_cached(prompt, p.cached_share, block, given_share(model, p.name))
+        weight = float(p.requests.sum())
+        ttft = float(np.dot(p.ttft_mean_s, p.requests) / weight) if weight > 0 else 0.0
+        s = PrefixSplit(cached_share=p.cached_share, conversation_share=share, conversation_source=kind,
+                        conversation_detail=detail, shared_tokens=size, shared_share=served, think_s=float(think),
+                        ttft_s=ttft, tpot_s=float(tpot))
+        if share > 0:
+            held = np.minimum((prompt - 1) // block * block, size)
+            chance = home_chance(model.router, replicas)
+            target = (p.cached_share - served) / chance
+            f, ideal = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k)
+            s.followup_share = f
+            s.followup_source = (f"arithmetic: conversations holding {ideal:.1%} of the prompt tokens as history, "
+                                 f"{chance:.0%} of follow-ups landing where their history is under {model.router} "
+                                 f"at {replicas} replica{'s' if replicas != 1 else ''}")
+        _set(demand, span, k, s)
+
+
+def _twin_shares(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds]
+                 ) -> dict[str, float]:
+    _, sim = simulate_twin(model, span, replicas, thresholds, seed=SPLIT_SEED, view=False)
+    return shares_of_counts(sim, [p.name for p in span.paths], thresholds).cached
+
+
+def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+           say: Callable[[str], None] = lambda _m: None) -> None:
+    """Step 2: fit each split path's conversations on the twin replaying ``span`` at the observed
+    ``replicas``, and keep what the twin served (``twin_cached_share``).
+
+    - think time (unless given): history waits in the cache for its next turn, where newer blocks may
+      evict it first. Where even every request that can continue a conversation (a follow-up share of
+      1) leaves the twin's cache short of the observed share, the history must come back sooner than
+      assumed: the think time halves (down to ``MIN_THINK_S``) until the twin reaches it, and is
+      stated as fitted, an upper bound.
+    - follow-up share: moved (at most ``ROUNDS`` twin runs) so that the twin's share meets the observed,
+      the history the conversations hold scaled each time by how far the twin's history fell short or over."""
+    block = model.block_size
+    paths = [k for k, p in enumerate(span.paths) if p.prefix is not None and p.prefix.conversations]
+    if not paths:
+        return
+    say(f"fitting the conversations: the twin at {replicas} replica{'s' if replicas != 1 else ''} serves the "
+        "observed cached share")
+    reqs = demand_requests(span, 1.0, 1.0, SPLIT_SEED, twin_max_model_len(model))
+
+    def arrays(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        s = span.paths[k].prefix
+        assert s is not None
+        mine = reqs["path"] == k
+        prompt = reqs["prompt_tokens"][mine]
+        return (reqs["arrival_s"][mine], prompt, reqs["output_tokens"][mine],
+                np.minimum((prompt - 1) // block * block, s.shared_tokens))
+
+    splits = {k: span.paths[k].prefix for k in paths}
+    if model.assumptions.think_s is None:
+        fitted_think = _fit_think(model, span, replicas, thresholds, splits)
+    else:
+        fitted_think = set()
+    ideal: dict[int, float] = {}
+    for _ in range(ROUNDS):
+        got = _twin_shares(model, span, replicas, thresholds)
+        moved = False
+        for k, s in splits.items():
+            assert s is not None
+            twin = got.get(span.paths[k].name, math.nan)
+            s.twin_cached_share = twin
+            if _close(twin, s.cached_share) or not math.isfinite(twin):
+                continue
+            arrival, prompt, output, held = arrays(k)
+            if k not in ideal:
+                ideal[k] = _ideal_at(s, arrival, prompt, output, held, block, k)
+            # the history the twin served against what the conversations hold, scaled to the observed
+            history_twin = twin - s.shared_share
+            want = s.cached_share - s.shared_share
+            target = ideal[k] * (want / history_twin if history_twin > 0 else 2.0)
+            if s.followup_share >= 1.0 and target > ideal[k]:
+                continue  # every request that can continue a conversation already does
+            f, ideal[k] = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k)
+            if abs(f - s.followup_share) > 1e-6:
+                s.followup_share = f
+                moved = True
+        if not moved:
+            break
+    for k, s in splits.items():
+        assert s is not None
+        think = (f"; the think time fitted, an upper bound: at {s.think_s:g} s the cache holds enough history "
+                 f"(halved from {DEFAULT_THINK_S:g} s, at which it could not)" if k in fitted_think else "")
+        s.followup_source = (f"fitted: the twin at {replicas} replica{'s' if replicas != 1 else ''} under "
+                             f"{model.router} serves {100 * s.twin_cached_share:.1f} % of the prompt tokens against "
+                             f"{100 * s.cached_share:.1f} % observed{think}")
+        s.think_source = "fitted" if k in fitted_think else ("given" if model.assumptions.think_s is not None
+                                                             else "assumed")
+        demand.paths[k].prefix = s
+
+
+def _fit_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+               splits: Mapping[int, PrefixSplit | None]) -> set[int]:
+    """Halve the think time of each path whose twin cannot reach its observed share with every request
+    that can continue a conversation doing so; the paths whose think time moved. The follow-up shares
+    are left at 1 for :func:`refine` to fit."""
+    moved: set[int] = set()
+    for s in splits.values():
+        assert s is not None
+        s.followup_share = 1.0
+    while True:
+        got = _twin_shares(model, span, replicas, thresholds)
+        short = [k for k, s in splits.items() if s is not None and s.think_s / 2 >= MIN_THINK_S
+                 and got.get(span.paths[k].name, math.nan) < s.cached_share - max(TOLERANCE_ABS,
+                                                                                 TOLERANCE_REL * s.cached_share)]
+        if not short:
+            return moved
+        for k in short:
+            s = splits[k]
+            assert s is not None
+            s.think_s /= 2
+            moved.add(k)
+
+
+def _ideal_at(s: PrefixSplit, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray,
+              block: int, k: int) -> float:
+    """The history share the split's conversations hold at its follow-up share (every turn at home)."""
+    c, h = conv.chain(arrival, prompt, output, held, s, block, conv.chain_rng(SPLIT_SEED, k))
+    total = float(np.sum(prompt))
+    return float(conv.history_hits(held, np.where(c >= 0, h, 0), block).sum()) / total if total > 0 else 0.0
+
+
+def check(demand: Demand, views_cached: list[dict[str, float]]) -> None:
+    """What the twin at the observed N served in the residual's runs (their mean per path), kept with
+    each split as its check."""
+    for p in demand.paths:
+        if p.prefix is None:
+            continue
+        values = [v[p.name] for v in views_cached if math.isfinite(v.get(p.name, math.nan))]
+        if values:
+            p.prefix.twin_cached_share = float(np.mean(values))
