@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.bench.realengine import compare as cp
 from app.bench.realengine import routing
 from tests.support.paths import REAL
 
@@ -24,10 +25,10 @@ def test_a_runs_cached_share_and_its_own_split(tmp_path: Path) -> None:
     shutil.copy(PREFIX / "metrics.prom", run / "metrics-0.prom")
     shutil.copy(PREFIX / "observed" / "run.json", run / "run.json")
     shutil.copy(PREFIX / "observed" / "requests.csv.gz", run / "requests.csv.gz")
-    assert routing.measured_cached_share(run) == pytest.approx(1_137_536 / 1_633_130)
+    assert cp.cached_share(run) == pytest.approx(1_137_536 / 1_633_130)
     split = routing.trace_split(run)
     assert split["system_share"] == pytest.approx(1900 * 256 / 1_633_130)
     assert split["conversation_share"] == pytest.approx(1 - 1900 * 256 / 1_137_536)
-    assert routing.measured_cached_share(tmp_path) is None  # no /metrics of its own
+    assert cp.cached_share(tmp_path) is None  # no /metrics of its own
     with pytest.raises(ValueError, match="no run.json"):
         routing.check(tmp_path)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,21 +29,6 @@ from app.economics.predict import scenarios as sc
 
 OBSERVED, LOAD_RUN, STICKY_RUN = "p-n1-x1.0", "p-n2-x2.0", "p-n2-x2.0-sticky"
 COMMAND = "python -m app.bench.realengine routing --workdir DIR"
-_COUNTER = re.compile(r"^(vllm:prefix_cache_(?:hits|queries)_total)\{[^}]*\}\s+(\S+)$")
-
-
-def measured_cached_share(run_dir: Path) -> float | None:
-    """Prompt tokens the engines' prefix caches served over those they looked up, from each replica's
-    own ``/metrics`` at the end of the run (``metrics-*.prom``; None without them)."""
-    sums = {"vllm:prefix_cache_hits_total": 0.0, "vllm:prefix_cache_queries_total": 0.0}
-    files = sorted(run_dir.glob("metrics-*.prom"))
-    for f in files:
-        for line in f.read_text().splitlines():
-            m = _COUNTER.match(line)
-            if m:
-                sums[m.group(1)] += float(m.group(2))
-    queries = sums["vllm:prefix_cache_queries_total"]
-    return sums["vllm:prefix_cache_hits_total"] / queries if files and queries > 0 else None
 
 
 def trace_split(run_dir: Path, block: int = 128) -> dict[str, float]:
@@ -57,7 +41,7 @@ def trace_split(run_dir: Path, block: int = 128) -> dict[str, float]:
     total = float(prompt.sum())
     # every request but the first finds the system prompt cached
     shared = float(np.minimum(system, (prompt[1:] - 1) // block * block).sum())
-    cached = measured_cached_share(run_dir)
+    cached = cp.cached_share(run_dir)
     if cached is None or total <= 0:
         return {}
     return {"cached_share": cached, "system_share": shared / total,
@@ -80,7 +64,7 @@ def check(workdir: Path, thresholds: Sequence[cp.Threshold] = cp.THRESHOLDS, see
         given["conversation_share"] = {"*": float(given["conversation_share"])}
     out: dict[str, Any] = {"observed_run": OBSERVED, "runs": {r: d.name for r, d in truths.items()}, "given": given,
                            "trace_split": trace_split(observed),
-                           "measured_cached_share": {r: measured_cached_share(d) for r, d in truths.items()},
+                           "measured_cached_share": {r: cp.cached_share(d) for r, d in truths.items()},
                            "rows": [], "fits": []}
     for th in thresholds:
         say(f"fitting on {OBSERVED}, {th.label}")
