@@ -167,6 +167,8 @@ CASES = [Column("case"), Column("run"), Column("replicas", align="right"),
          Column("requests", fmt=",", align="right"), Column("errors", align="right"),
          Column("served from the cache (the engines' counters)", key="measured_cached_share", fmt=_share,
                 align="right"),
+         Column("the twin's (each promise's fit)", value=lambda r: ", ".join(
+             _share(x) for x in (r.get("predicted_cached_share") or {}).values()) or None, align="right"),
          Column("each core busy (mean)", value=lambda r: ", ".join(
              f"{100 * b:.0f} %" for b in (r.get("machine_load") or {}).get("cpu_busy_mean", [])) or None)]
 
@@ -189,6 +191,24 @@ def _worth(rows: Sequence[Mapping[str, Any]], a: str, b: str) -> list[dict[str, 
     return out
 
 
+def _points_line(rows: Sequence[Mapping[str, Any]], goal: Mapping[str, float]) -> str:
+    """What a flagged row's interval hides: how wide the intervals are and how the points stand."""
+    flagged = [r for r in rows if r["flagged"]]
+    if not flagged:
+        return ""
+    wide = sum(r["high"] - r["low"] > 0.5 for r in flagged)
+    near = sum(_point_within(r, goal) for r in flagged)
+    return (f"Of the {len(flagged)} flagged rows, {wide} have an interval wider than 50 pp (they hold the measured "
+            f"share without saying much); their points: {near} of {len(flagged)} within the unflagged rows' "
+            "tolerance.")
+
+
+def _point_within(r: Mapping[str, Any], goal: Mapping[str, float]) -> bool:
+    """A row's point within the unflagged rows' tolerance of its measured share."""
+    return abs(r["predicted"] - r["measured"]) <= max(goal["relative"] * r["measured"], goal["absolute"],
+                                                        r.get("noise") or 0.0)
+
+
 def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
     """The prefix-cache family of the real-engine harness (``python -m app.bench.realengine prefix``)."""
     rows, goal, trace = doc["rows"], doc["goal"], doc["trace"]
@@ -208,7 +228,7 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
            provenance_block(doc.get("provenance")), "",
            f"**Goal**: as on the real-engine page: unflagged within max(±{100 * goal['relative']:g} %, "
            f"±{100 * goal['absolute']:g} pp) of the measured share, flagged intervals holding it.", "",
-           f"**Result**: {goal_line(rows)}.", "",
+           f"**Result**: {goal_line(rows)}. {_points_line(rows, goal)}", "",
            "## The cached share", "",
            f"Read from the observed export: **{_share(read)}** of prompt tokens served by the cache "
            f"({fit0['model']['sources'].get('prefix_cache', '')}). The engine's own counters at the run's end: "
@@ -237,5 +257,11 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
         out.append(f"- {r['case']}, {r['threshold']}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, "
                    f"measured {pct(r['measured'])}: {why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "")
                    + ".")
+    loose = [r for r in rows if r["meets_goal"] and r["flagged"] and r["high"] - r["low"] > 0.5
+             and not _point_within(r, goal)]
+    if loose:
+        out += ["", "Met only by an interval wider than 50 pp, the point off by more than the tolerance:", ""]
+        out += [f"- {r['case']}, {r['threshold']}, {r['metric'].upper()}: predicted {pct(r['predicted'])} "
+                f"[{100 * r['low']:.1f}, {100 * r['high']:.1f}], measured {pct(r['measured'])}." for r in loose]
     out += ["", "## The runs", "", table(doc["cases"], CASES), ""]
     return "\n".join(out)

@@ -186,6 +186,8 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
             s = cp.scenario_of(runs[name])
             say(f"  {label}: predicting {s}")
             preds = sc.run_scenarios(twin(analysis), [s], seeds=seeds)[s]
+            case = next(c for c in out["cases"] if c["run"] == name)
+            case.setdefault("predicted_cached_share", {})[th.label] = preds[0].cached_share
             truth = cp.truth_of([runs[name]], th)
             for r in cp.rows(analysis, preds, {s: truth}, th, {}):
                 r["case"], r["run"] = label, name
