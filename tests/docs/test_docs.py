@@ -200,6 +200,7 @@ def test_the_cli_reference_is_the_parsers() -> None:
     ("accuracy.md", "accuracy.json", accuracy.page),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
     ("accuracy-real-engine.md", "real-engine.json", real_engine.page),
+    ("accuracy-prefix-cache.md", "real-engine-prefix.json", real_engine.prefix_page),
 ])
 def test_a_results_page_is_its_json_rendered(page: str, source: str, render: object) -> None:
     doc = json.loads((DOCS / "data" / source).read_text())
