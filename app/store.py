@@ -147,16 +147,19 @@ class Workspace:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Run a block atomically on the workspace connection (rolled back on any exception)."""
+    def transaction(self, con: duckdb.DuckDBPyConnection | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Run a block atomically on the workspace connection (rolled back on any exception), or on ``con``,
+        a cursor of it whose TEMP tables the block reads (a live pull's staging): writers take turns either
+        way."""
+        con = self.con if con is None else con
         with self._lock:
-            self.con.execute("begin transaction")
+            con.execute("begin transaction")
             try:
-                yield self.con
+                yield con
             except BaseException:
-                self.con.execute("rollback")
+                con.execute("rollback")
                 raise
-            self.con.execute("commit")
+            con.execute("commit")
 
     # -- reading -------------------------------------------------------------------------------
     def datasets(self):

@@ -149,7 +149,7 @@ def test_scenarios_csv_and_markdown_escape_the_path(path: str) -> None:
 # (file, function): why the query text there is not a constant. Each builds an identifier from a fixed
 # tuple of the code's own names, or reads a query file of queries/; none takes text from a user.
 AUDITED = {
-    ("app/live/client.py", "raw_chunks"): "PromQL, not SQL, sent to the user's own store: the known metric names "
+    ("app/live/client.py", "raw_answers"): "PromQL, not SQL, sent to the user's own store: the known metric names "
     "(regex-escaped) and the user's --match selector, checked to be one {...} selector; the store has no "
     "parameter binding, and the query runs with the user's credential, not Headroom's",
     ("app/store.py", "_init_schema"): "statements of queries/schema/workspace.sql, a file of the project",

@@ -15,6 +15,7 @@ import pytest
 from app import sql
 from app.bench.reference import QUERIES_DIR as BENCH_QUERIES
 from app.cube import ensure_cube
+from app.live import pushdown
 from app.load import load_file
 from app.store import Workspace
 from tests.conftest import histogram, load, samples
@@ -58,11 +59,9 @@ def bound_ws() -> Iterator[Workspace]:
         report = load_file(w, path)
         assert report.status == "loaded", report.errors
     cube_id = ensure_cube(w, [1], 60, None)
-    # the frames a live pull registers (app.live.pushdown), as empty tables of their columns
-    w.con.execute("create temp table live_pulled (metric varchar, labels varchar, window_start timestamp, "
-                  "stat varchar, value double)")
+    # the tables a live pull stages its answers in (app.live.pushdown.Staging), empty, and the frame it registers
+    pushdown.Staging(w.con)
     w.con.execute("create temp table live_families (family varchar, mtype varchar)")
-    w.con.execute("create temp table live_raw (metric varchar, labels varchar, ts timestamp, value double)")
     # the replica-labelled series the capacity model's scrape intervals read
     sql.materialize(w.con, "signals__series", "capacity_series", dataset_ids=[1], path_labels=["instance", "engine"])
     # the lists the promise index is built from (index_for_promises drops them once stored)

@@ -237,10 +237,11 @@ def discover(client: Client, start: datetime, end: datetime, match: str | None =
             "labels": sorted(seen - {"__name__"})}
 
 
-def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,
-               chunk_s: int = 3600, progress: Any = None) -> Iterator[pd.DataFrame]:
-    """The raw samples in (start, end], a chunk of time at a time: the instant query ``SELECTOR[chunk]``
-    at each chunk's end returns every stored sample of the chunk, unevaluated."""
+def raw_answers(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,
+                chunk_s: int = 3600) -> Iterator[tuple[int, int, float, list[dict[str, Any]]]]:
+    """The store's answers for the raw samples in (start, end], a chunk of time at a time: (chunk, chunks,
+    its end, the answer) — the instant query ``SELECTOR[chunk]`` at each chunk's end returns every stored
+    sample of the chunk, unevaluated."""
     if not names:
         raise LiveError(f"{client.store.url}: no metric of a known serving engine (vLLM, SGLang, TGI, TensorRT-LLM/"
                         "Triton, NIM, DCGM) in the store; check --match or the URL")
@@ -250,7 +251,14 @@ def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[s
     for i in range(n_chunks):
         hi = min(t1, t0 + (i + 1) * chunk_s)
         width = int(math.ceil(hi - (t0 + i * chunk_s)))
-        result = client.query(f"{selector}[{width}s]", hi)
+        yield i, n_chunks, hi, client.query(f"{selector}[{width}s]", hi)
+
+
+def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,
+               chunk_s: int = 3600, progress: Any = None) -> Iterator[pd.DataFrame]:
+    """The raw samples in (start, end] (``raw_answers``) as frames of (metric, labels, ts, value), one per
+    chunk of time."""
+    for i, n_chunks, hi, result in raw_answers(client, start, end, names, match, chunk_s):
         rows: list[tuple[str, str, float, float]] = []
         for series in result:
             labels = dict(series["metric"])

@@ -26,11 +26,15 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import duckdb
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from app import sql
 from app.cube import parse_window
@@ -40,7 +44,7 @@ from app.live.client import (
     Store,
     discover,
     parse_time,
-    raw_chunks,
+    raw_answers,
     selector_matchers,
     serving_metric_names,
 )
@@ -70,15 +74,127 @@ class PullQuery:
 
 @dataclass
 class Pulled:
-    """What a pull read: its rows (metric, labels, window_start, stat, value) and its notes."""
+    """What a pull read: its rows, staged in the TEMP tables of ``staged`` (see :class:`Staging`), and
+    their counts and notes."""
 
-    rows: pd.DataFrame
+    staged: duckdb.DuckDBPyConnection  # the cursor of the workspace whose TEMP tables hold the rows
+    rows: int  # window values kept (NaN and infinities dropped)
+    value_sum: float  # their sum, in the order they came (the dataset's digest holds it)
     queries: int
     labels: list[str]  # the path labels summed by in the store (``__model__`` resolved); [] per series
     requested: list[str]  # the path labels as asked for (the dataset's summary cube uses them)
     store_labels: list[str] = field(default_factory=list)  # every label name on the store's serving series
-    raw: pd.DataFrame | None = None  # raw samples (metric, labels, ts, value) kept beside the windows
+    raw: int = 0  # raw samples (metric, labels, ts, value) kept beside the windows
     notes: list[str] = field(default_factory=list)
+
+
+# the statistics of a pull's rows, coded in ``live_pulled.stat_id`` by their place here
+STATS = ("increase", *GAUGE_STATS, "present")
+
+
+class Staging:
+    """A pull's rows as each answer arrives, in TEMP tables of one cursor of the workspace: the cursor is
+    the pull's own (no other pull or load sees its tables, and closing it drops them), and what Python
+    holds is one answer at a time, whatever the range. A series is a number (``live_keys``: its store
+    metric and labels' JSON, once); a row is that number, a statistic's number, a time and a value —
+    a month of a fleet at a 15 s scrape is hundreds of millions of them, which DuckDB keeps within its
+    memory limit (spilling to its temp directory) and Python could not."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.keys: dict[tuple[str, str], int] = {}
+        self.rows = self.raw = self.dropped = 0
+        self._sums: list[float] = []
+        con.execute("create or replace temp table live_keys (key_id uinteger, metric varchar, labels varchar)")
+        con.execute("create or replace temp table live_stats (stat_id utinyint, stat varchar)")
+        con.execute("insert into live_stats select unnest($ids), unnest($stats)",
+                    {"ids": list(range(len(STATS))), "stats": list(STATS)})
+        con.execute("create or replace temp table live_pulled "
+                    "(key_id uinteger, stat_id utinyint, window_start timestamp, value double)")
+        con.execute("create or replace temp table live_raw (key_id uinteger, ts timestamp, value double)")
+
+    @property
+    def value_sum(self) -> float:
+        return math.fsum(self._sums)
+
+    def _key(self, metric: str, labels: dict[str, str], new: list[tuple[int, str, str]]) -> int:
+        text = json.dumps(labels, sort_keys=True)
+        key = self.keys.get((metric, text))
+        if key is None:
+            key = self.keys[(metric, text)] = len(self.keys)
+            new.append((key, metric, text))
+        return key
+
+    def _append(self, table: str, new: list[tuple[int, str, str]], columns: dict[str, pa.Array]) -> None:
+        if new:
+            ids, metrics, texts = zip(*new, strict=True)
+            self.con.execute("insert into live_keys select unnest($ids), unnest($metrics), unnest($labels)",
+                             {"ids": list(ids), "metrics": list(metrics), "labels": list(texts)})
+        chunk = pa.table(columns)  # noqa: F841 -- read by name by the statement below
+        if table == "live_pulled":
+            self.con.execute("insert into live_pulled select * from chunk")
+        else:
+            self.con.execute("insert into live_raw select * from chunk")
+
+    def windows(self, q: PullQuery, result: Sequence[dict[str, Any]], window_s: int) -> None:
+        """One range query's answer: its finite values at each window's end, kept at the window's start."""
+        new: list[tuple[int, str, str]] = []
+        keys, times, values = [], [], []
+        for series in result:
+            t, v = _pairs(series.get("values") or [])
+            finite = np.isfinite(v)
+            self.dropped += int(len(v) - finite.sum())
+            if not finite.all():
+                t, v = t[finite], v[finite]
+            if not len(v):
+                continue
+            labels = {k: x for k, x in series["metric"].items() if k != "__name__"}
+            keys.append(np.full(len(v), self._key(q.metric, labels, new), dtype=np.uint32))
+            times.append(t - window_s)
+            values.append(v)
+        if not values:
+            return
+        v = np.concatenate(values)
+        self._append("live_pulled", new, {
+            "key_id": pa.array(np.concatenate(keys)),
+            "stat_id": pa.array(np.full(len(v), STATS.index(q.stat), dtype=np.uint8)),
+            "window_start": _timestamps(np.concatenate(times)),
+            "value": pa.array(v)})
+        self.rows += len(v)
+        self._sums.append(math.fsum(v.tolist()))
+
+    def raw_samples(self, result: Sequence[dict[str, Any]]) -> int:
+        """One raw read's answer, every value kept (the load's checks see NaN as a file's); its size."""
+        new: list[tuple[int, str, str]] = []
+        keys, times, values = [], [], []
+        for series in result:
+            t, v = _pairs(series.get("values") or [])
+            if not len(v):
+                continue
+            labels = dict(series["metric"])
+            metric = labels.pop("__name__", "")
+            keys.append(np.full(len(v), self._key(metric, labels, new), dtype=np.uint32))
+            times.append(t)
+            values.append(v)
+        if not values:
+            return 0
+        v = np.concatenate(values)
+        self._append("live_raw", new, {"key_id": pa.array(np.concatenate(keys)),
+                                       "ts": _timestamps(np.concatenate(times)), "value": pa.array(v)})
+        self.raw += len(v)
+        return len(v)
+
+
+def _pairs(values: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """A series' ``[[unix seconds, "value"], ...]`` as two float arrays ("NaN", "+Inf" parse)."""
+    n = len(values)
+    return (np.fromiter((p[0] for p in values), dtype=np.float64, count=n),
+            np.array([p[1] for p in values], dtype=np.float64))
+
+
+def _timestamps(seconds: np.ndarray) -> pa.Array:
+    """Unix seconds as DuckDB's microsecond timestamps (a store's times are milliseconds: exact)."""
+    return pa.array(np.rint(seconds * 1e6).astype(np.int64), type=pa.timestamp("us"))
 
 
 def _families() -> dict[str, dict[str, Any]]:
@@ -177,15 +293,13 @@ def window_ends(start: datetime, end: datetime, window_s: int) -> list[float]:
     return [float(t) for t in range(int(first), int(last) + 1, int(window_s))]
 
 
-RAW_COLUMNS = ["metric", "labels", "ts", "value"]
-
-
-def pull(client: Client, start: datetime, end: datetime, window_s: int, path_labels: Sequence[str],
-         by: str = "path", match: str | None = None, chunk_s: int = 86400,
+def pull(client: Client, con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, window_s: int,
+         path_labels: Sequence[str], by: str = "path", match: str | None = None, chunk_s: int = 86400,
          progress: Callable[[str], Any] | None = None, raw_scalars: bool = False) -> Pulled:
-    """Run the plan over (start, end], ``chunk_s`` of windows per range query, with progress. With
-    ``raw_scalars`` every serving series but the histogram buckets is also read raw (the capacity
-    model fits the engine's step time on each scrape interval, which no window can give)."""
+    """Run the plan over (start, end], ``chunk_s`` of windows per range query, with progress, each answer
+    staged on ``con`` (a cursor of the workspace kept for the pull: :class:`Staging`) before the next is
+    asked for. With ``raw_scalars`` every serving series but the histogram buckets is also read raw (the
+    capacity model fits the engine's step time on each scrape interval, which no window can give)."""
     names = serving_metric_names(client)
     found = discover(client, start, end, match, names)
     labels = resolve_labels(path_labels, found["path_labels"]) if by == "path" else []
@@ -196,54 +310,41 @@ def pull(client: Client, start: datetime, end: datetime, window_s: int, path_lab
     ends = window_ends(start, end, window_s)
     per_chunk = max(1, min(MAX_POINTS, int(chunk_s // window_s)))
     chunks = [ends[i:i + per_chunk] for i in range(0, len(ends), per_chunk)]
-    frames, dropped, done = [], 0, 0
+    staging = Staging(con)
+    done = 0
     for q in queries:
         for times in chunks:
-            result = client.query_range(q.expr, times[0], times[-1], window_s)
-            rows = []
-            for series in result:
-                labels_of = {k: v for k, v in series["metric"].items() if k != "__name__"}
-                text = json.dumps(labels_of, sort_keys=True)
-                for t, v in series.get("values", []):
-                    value = float(v)
-                    if math.isfinite(value):
-                        rows.append((q.metric, text, float(t) - window_s, q.stat, value))
-                    else:
-                        dropped += 1
-            if rows:
-                frames.append(pd.DataFrame(rows, columns=["metric", "labels", "window_start", "stat", "value"]))
+            staging.windows(q, client.query_range(q.expr, times[0], times[-1], window_s), window_s)
             done += 1
             if progress:
                 progress(f"{done}/{len(queries) * len(chunks)} queries: {q.metric} {q.stat} up to "
                          f"{datetime.fromtimestamp(times[-1], UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}")
-    if not frames:
+    if not staging.rows:
         raise LiveError(f"{client.store.url}: no window of the serving metrics between {start.isoformat()} and "
                         f"{end.isoformat()}")
-    rows = pd.concat(frames, ignore_index=True)
-    rows["window_start"] = pd.to_datetime(rows["window_start"], unit="s")
-    notes = [f"pulled by PromQL ({len(queries)} queries x {len(chunks)} chunk(s), {len(rows):,} values at "
+    notes = [f"pulled by PromQL ({len(queries)} queries x {len(chunks)} chunk(s), {staging.rows:,} values at "
              f"{window_s} s windows, {'summed by ' + ', '.join(labels) if by == 'path' else 'per series'}): "
              "counts are PromQL's increase(), extrapolated to the window's edges, not the exact increases"]
-    if dropped:
-        notes.append(f"{dropped} NaN or infinite value(s) the store returned were dropped")
-    raw = None
+    if staging.dropped:
+        notes.append(f"{staging.dropped} NaN or infinite value(s) the store returned were dropped")
     if raw_scalars:
         scalars = [n for n in names if not n.endswith("_bucket")]
-        parts = list(raw_chunks(client, start, end, scalars, match, chunk_s=3600, progress=progress))
-        raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RAW_COLUMNS)
-        raw["ts"] = pd.to_datetime(raw["ts"], utc=True).dt.tz_localize(None)
-        notes.append(f"{len(raw):,} raw samples of {len(scalars)} scalar series (counters, histogram counts and "
+        for i, n_chunks, hi, result in raw_answers(client, start, end, scalars, match, chunk_s=3600):
+            n = staging.raw_samples(result)
+            if progress:
+                progress(f"{i + 1}/{n_chunks}: {n:,} samples up to "
+                         f"{datetime.fromtimestamp(hi, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}")
+        notes.append(f"{staging.raw:,} raw samples of {len(scalars)} scalar series (counters, histogram counts and "
                      "sums, gauges; no bucket) read for the capacity model's per-scrape fit")
-    return Pulled(rows=rows, queries=len(queries), labels=labels, requested=list(path_labels), notes=notes,
-                  store_labels=list(found["labels"]), raw=raw)
+    return Pulled(staged=con, rows=staging.rows, value_sum=staging.value_sum, queries=len(queries), labels=labels,
+                  requested=list(path_labels), notes=notes, store_labels=list(found["labels"]), raw=staging.raw)
 
 
 def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, end: datetime, window_s: int,
                  by: str, match: str | None, name: str | None = None) -> LoadReport:
     """Keep a pull as one dataset of kind ``live`` (atomic), with its summary as a load gives one."""
     digest = "live:" + json.dumps([store.url, match, by, pulled.labels, window_s, start.isoformat(), end.isoformat(),
-                                   len(pulled.rows), float(pulled.rows["value"].sum()),
-                                   0 if pulled.raw is None else len(pulled.raw)])
+                                   pulled.rows, pulled.value_sum, pulled.raw])
     existing = ws.dataset_summary(digest)
     if existing:
         report = LoadReport(**existing)
@@ -252,12 +353,8 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
     families = _families()
     kinds = pd.DataFrame({"family": list(families), "mtype": [f["kind"] for f in families.values()]})
     display = f"{store.url} (live, {by})"
-    raw = pulled.raw if pulled.raw is not None else pd.DataFrame({
-        "metric": pd.Series(dtype=str), "labels": pd.Series(dtype=str), "ts": pd.Series(dtype="datetime64[ns]"),
-        "value": pd.Series(dtype=float)})
-    with ws.transaction() as con:
-        con.register("live_pulled", pulled.rows)
-        con.register("live_raw", raw)
+    # on the pull's own cursor, whose TEMP tables hold the rows; the workspace's writer lock held
+    with ws.transaction(pulled.staged) as con:
         con.register("live_families", kinds)
         try:
             sql.materialize(con, "live__stage_keys", "stage_keys")
@@ -268,8 +365,7 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
             sql.execute(con, "live__insert_windows", dataset_id=dataset_id)
             sql.execute(con, "live__insert_samples", dataset_id=dataset_id)
         finally:
-            for name in ("live_pulled", "live_raw", "live_families"):
-                con.unregister(name)
+            con.unregister("live_families")
         con.execute("insert into live_pulls values ($id, $url, $sel, $w, $by, $labels, $t0, $t1, $q)",
                     {"id": dataset_id, "url": store.url, "sel": match, "w": int(window_s), "by": by,
                      "labels": list(pulled.labels), "t0": start.astimezone(UTC).replace(tzinfo=None),
@@ -278,10 +374,10 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
             "select count(distinct series_id), min(window_start), max(window_start) + to_seconds($w) "
             "from live_windows where dataset_id = $id", {"id": dataset_id, "w": int(window_s)}).fetchone()
         interval = None
-        if len(raw):
+        if pulled.raw:
             interval = sql.rows(con, "ingest__dataset_stats", dataset_id=dataset_id)[0][-1]
         report = LoadReport(file=display, status="loaded", dataset=unique_name(con, name or f"live {store.url}"),
-                            dataset_id=dataset_id, format="live", series=int(n_series), samples=len(pulled.rows),
+                            dataset_id=dataset_id, format="live", series=int(n_series), samples=pulled.rows,
                             start=iso_utc(t_min), end=iso_utc(t_max), scrape_interval_s=interval, time_source="store",
                             notes=list(pulled.notes))
         describe_dataset(con, dataset_id, report, window_s=window_s,
@@ -290,7 +386,7 @@ def store_pulled(ws: Workspace, pulled: Pulled, store: Store, start: datetime, e
             # vLLM's generation is told by the `engine` label, which a sum by the path labels drops
             report.engine = "vllm-v1"
             report.notes = [n for n in report.notes if n != "also recognised: vllm-v1"]
-        insert_dataset(con, report, digest, engine=report.engine, n_series=int(n_series), n_samples=len(pulled.rows),
+        insert_dataset(con, report, digest, engine=report.engine, n_series=int(n_series), n_samples=pulled.rows,
                        t_min=t_min, t_max=t_max, interval=interval)
     return report
 
@@ -315,6 +411,7 @@ def fetch_cube(ws: Workspace, store: Store, start: str, end: str, window: str = 
     labels = list(path_labels) if path_labels else ws.path_labels()
     if progress:
         progress(f"pulling the cube from {store.describe()}, {t0.isoformat()} to {t1.isoformat()}")
-    pulled = pull(Client(store), t0, t1, window_s, labels, by=by, match=match, chunk_s=chunk_s, progress=progress,
-                  raw_scalars=raw_scalars)
-    return store_pulled(ws, pulled, store, t0, t1, window_s, by, match, name=name)
+    with closing(ws.cursor()) as con:  # the pull's staging tables go with it
+        pulled = pull(Client(store), con, t0, t1, window_s, labels, by=by, match=match, chunk_s=chunk_s,
+                      progress=progress, raw_scalars=raw_scalars)
+        return store_pulled(ws, pulled, store, t0, t1, window_s, by, match, name=name)

@@ -5,7 +5,9 @@ The same code against a real Prometheus and VictoriaMetrics: ``tests/live/test_p
 
 from __future__ import annotations
 
+import gc
 import json
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from app.live import pushdown
 from app.live.client import Store
 from app.load import load_frame
 from app.store import Workspace
+from tests.support import scripted_store as scripted
 from tests.support.paths import ROOT
 from tests.support.small_export import frame as small_frame
 
@@ -98,12 +101,23 @@ def _rows() -> pd.DataFrame:
 
 
 def _keep(ws: Workspace, window_s: int = 300) -> int:
-    pulled = pushdown.Pulled(rows=_rows(), queries=9, labels=["model_name"], requested=["__model__"],
-                             notes=["pulled by PromQL (test)"], store_labels=["instance", "model_name", "engine"])
-    t0 = datetime(2026, 11, 17, tzinfo=UTC)
-    report = pushdown.store_pulled(ws, pulled, Store(url="http://store:9090"), t0,
-                                   t0.replace(minute=10), window_s, "path", None)
+    """``_rows`` staged as a store's answers would be (one answer per metric and statistic), then kept."""
+    with closing(ws.cursor()) as con:
+        staging = pushdown.Staging(con)
+        for (metric, stat), part in _rows().groupby(["metric", "stat"], sort=False):
+            answer = [{"metric": json.loads(labels), "values": [
+                [(w - pd.Timestamp(0)).total_seconds() + window_s, str(v)] for w, v in zip(
+                    series["window_start"], series["value"], strict=True)]}
+                for labels, series in part.groupby("labels", sort=False)]
+            staging.windows(pushdown.PullQuery(metric, "", "", stat, ""), answer, window_s)
+        pulled = pushdown.Pulled(staged=con, rows=staging.rows, value_sum=staging.value_sum, queries=9,
+                                 labels=["model_name"], requested=["__model__"], notes=["pulled by PromQL (test)"],
+                                 store_labels=["instance", "model_name", "engine"])
+        t0 = datetime(2026, 11, 17, tzinfo=UTC)
+        report = pushdown.store_pulled(ws, pulled, Store(url="http://store:9090"), t0,
+                                       t0.replace(minute=10), window_s, "path", None)
     assert report.status == "loaded", report.errors
+    assert report.samples == len(_rows())
     return int(report.dataset_id)
 
 
@@ -178,3 +192,62 @@ def test_the_promise_page_says_where_the_counts_come_from(live_db: Path, window_
     assert not at.exception, at.exception
     shown = [w.value for w in at.warning] + [e.value for e in at.error]
     assert any(says in text.replace("\\", "") for text in shown), shown
+
+
+# -- a pull from a scripted store: the dataset the earlier code kept, one answer held at a time ------------
+SCRIPTED_T0 = datetime(2026, 11, 17, 0, 0, 7, tzinfo=UTC)
+SCRIPTED_T1 = datetime(2026, 11, 17, 1, 3, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("by", ["path", "series"])
+def test_a_pull_keeps_the_dataset_the_earlier_code_kept(by: str) -> None:
+    """The fixture holds what the code before the pull was staged in DuckDB kept from the same answers
+    (its windows and raw samples, its report and digest): three chunks per query, NaN and +Inf dropped,
+    millisecond times."""
+    expected = json.loads((ROOT / "tests" / "fixtures" / "live" / "scripted_pull.json").read_text())[by]
+    client = scripted.ScriptedClient()
+    with Workspace(":memory:") as ws, closing(ws.cursor()) as con:
+        pulled = pushdown.pull(client, con, SCRIPTED_T0, SCRIPTED_T1, 300, ["__model__"], by=by, chunk_s=1800,
+                               raw_scalars=True)
+        report = pushdown.store_pulled(ws, pulled, client.store, SCRIPTED_T0, SCRIPTED_T1, 300, by, None)
+        got = scripted.dataset_content(ws.con, int(report.dataset_id))
+        digest = ws.con.execute("select digest from datasets").fetchone()[0]
+    assert got["windows"] == expected["windows"]
+    assert got["samples"] == expected["samples"]
+    assert {k: getattr(report, k) for k in expected["report"]} == expected["report"]
+    assert digest == expected["digest"]
+    assert "NaN or infinite value(s) the store returned were dropped" in report.notes[1]
+
+
+def test_a_pull_stages_each_answer_before_asking_for_the_next() -> None:
+    """Memory bounded by one answer: at every request the rows of all earlier answers are in DuckDB
+    already, and no earlier answer is still held (at most the one just staged, until it is replaced)."""
+    seen: list[tuple[str, int, int, int]] = []
+
+    def check(kind: str) -> None:
+        gc.collect()
+        staged = [con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("live_pulled", "live_raw")]
+        assert staged == [client.given["range"], client.given["raw"]], (kind, staged, client.given)
+        alive = sum(1 for ref in client.answers if ref() is not None)
+        assert alive <= 1, (kind, alive)
+        seen.append((kind, *staged, alive))
+
+    client = scripted.ScriptedClient(before_request=check)
+    with Workspace(":memory:") as ws, closing(ws.cursor()) as con:
+        pulled = pushdown.pull(client, con, SCRIPTED_T0, SCRIPTED_T1, 300, ["__model__"], chunk_s=1800,
+                               raw_scalars=True)
+        check("end")
+    assert pulled.rows == client.given["range"] and pulled.raw == client.given["raw"] > 0
+    kinds = [k for k, *_ in seen]
+    assert kinds.count("range") == 13 * 3 and kinds.count("raw") == 2  # 13 queries x 3 chunks, 2 hours raw
+    assert seen[-2][1] == pulled.rows  # the raw reads came after every window was staged
+
+
+def test_a_pull_of_nothing_but_nan_is_refused() -> None:
+    class NaNStore(scripted.ScriptedClient):
+        def query_range(self, expr: str, start: float, end: float, step_s: int) -> list:
+            return [{"metric": {"model_name": "chat"}, "values": [[start, "NaN"], [end, "+Inf"]]}]
+
+    with Workspace(":memory:") as ws, closing(ws.cursor()) as con, \
+            pytest.raises(pushdown.LiveError, match="no window of the serving metrics"):
+        pushdown.pull(NaNStore(), con, SCRIPTED_T0, SCRIPTED_T1, 300, ["__model__"], chunk_s=1800)
