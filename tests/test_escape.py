@@ -152,6 +152,8 @@ AUDITED = {
     ("app/live/client.py", "raw_answers"): "PromQL, not SQL, sent to the user's own store: the known metric names "
     "(regex-escaped) and the user's --match selector, checked to be one {...} selector; the store has no "
     "parameter binding, and the query runs with the user's credential, not Headroom's",
+    ("app/bench/victoria.py", "import_parquet"): "COPY ... TO takes no bound target: the benchmark's own "
+    "temporary file path (its quotes doubled), never user text",
     ("app/store.py", "_init_schema"): "statements of queries/schema/workspace.sql, a file of the project",
     ("app/store.py", "drop_cubes_for"): "table names from the fixed tuple CUBE_TABLES",
     ("app/store.py", "_read"): "runs the constant queries of Workspace's own methods (values as $params)",
