@@ -8,7 +8,8 @@ from typing import Any
 from app.bench import document
 from app.docgen.tables import Column, generated_header, provenance_block, table
 
-COMMAND = "python -m app.docgen bench --from docs/data/bench.json --out docs/benchmarks.md"
+COMMAND = ("python -m app.docgen bench --from docs/data/bench.json,docs/data/bench-month15.json "
+           "--out docs/benchmarks.md")
 
 COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom", align="right"),
            Column("reference"), Column("reference time", align="right"), Column("ratio", align="right"),
@@ -58,11 +59,11 @@ def _run(doc: dict[str, Any], command: str | None) -> str:
         rows.append({**document.cells(r), "goal met": None if met is None else ("yes" if met else "**no**")})
     head = ([generated_header("Benchmarks", command)] if command is not None else
             [f"## Also measured: `{(doc.get('provenance') or {}).get('command', 'headroom bench')}`"])
-    out = [*head,
-           f"`headroom bench --size {size}`: what each row measures, the reference it is timed against, and the "
-           "JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size full`; "
-           "a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is met.",
-           "", provenance_block(doc.get("provenance")), "",
+    intro = ([f"`headroom bench --size {size}`: what each row measures, the reference it is timed against, and "
+              "the JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size "
+              "full`; a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is "
+              "met.", ""] if command is not None else [""])
+    out = [*head, *intro, provenance_block(doc.get("provenance")), "",
            table(rows, COLUMNS), "", document.RATIO_NOTE]
     if doc.get("growth_exponent") is not None:
         out.append(f"Growth exponent of the cube build (time ∝ samples^k): k = {doc['growth_exponent']:.2f}.")
