@@ -81,6 +81,7 @@ class FleetCase:
     hours: float = 2.0
     seed: int = 11
     start_hour_utc: float = 10.0
+    warmup_s: float = 1800.0  # simulated before the export starts, unscraped (the fleet is already busy)
     given: dict[str, Any] = field(default_factory=dict)
     events: Events = field(default_factory=Events)
 
@@ -217,13 +218,13 @@ def _start(c: FleetCase) -> Any:
 
 
 def base_trace(c: FleetCase) -> Trace:
-    return generate_trace(c.seed, hours=c.hours, start=_start(c), spec=c.traffic)
+    return generate_trace(c.seed, hours=c.hours, start=_start(c), warmup_s=c.warmup_s, spec=c.traffic)
 
 
 def export(c: FleetCase, kind: str) -> pd.DataFrame:
     """The fleet's export at N0 (the samples a user would load)."""
-    sim = simulate_day(seed=c.seed, hours=c.hours, start=_start(c), config=c.fleet, traffic=c.traffic,
-                       events=c.events)
+    sim = simulate_day(seed=c.seed, hours=c.hours, start=_start(c), warmup_s=c.warmup_s, config=c.fleet,
+                       traffic=c.traffic, events=c.events)
     return sim.metrics_frame if kind == "full" else minimal_export(sim.metrics_frame)
 
 
