@@ -12,6 +12,15 @@ launch flags its operator would pass (``given``); no simulator setting reaches t
 truth is the fleet's own simulator replaying the SAME arrival trace at the scenario's replica count,
 traffic and context multipliers.
 
+The prefix family (``caches_prefixes``): fleets whose engines cache prefixes as vLLM V1 does and whose
+paths share tokens — a system prompt per path, conversations whose follow-up turns resend the earlier
+turns and answers (``app.engine.trace.Conversations``). The fit reads the cached share from the export
+and replays it as the "shared" case (a prefix every request of a path holds); the truth replays the
+conversations themselves, so what N' does to their hits (under load-based routing a follow-up finds
+its history on its replica about 1/N' of the time) is in the truth and not in that case. Their rows
+carry the cached share read and the true one, and the truth behind ``ROUTING_TRUTH`` (prefix-aware
+routing) at the same scenario: the data a routing comparison is judged by.
+
     python -m app.bench.accuracy [--fleets NAME,...] [--kinds full,minimal] [--seeds 3]
                                      [--format markdown|json]
 
@@ -23,6 +32,7 @@ interval holding the true joint share.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import sys
 import time
@@ -40,14 +50,17 @@ from app.economics.decide import policies
 from app.economics.model.capacity import Assumptions
 from app.economics.predict import scenarios as sc
 from app.economics.run.executors import LocalProcesses, default_workers
-from app.engine.config import EngineConfig, Events, FleetConfig, Restart, ScrapeGap, StepTime
+from app.engine.config import NO_EVENTS, EngineConfig, Events, FleetConfig, Restart, ScrapeGap, StepTime
+from app.engine.fleet import run_fleet
+from app.engine.outcomes import run_arrays
 from app.engine.policy import Admission, Autoscaler, Policy, Retry, user_outcomes
 from app.engine.policy_fleet import run_policy_fleet
-from app.engine.trace import PathSpec, Trace, TrafficSpec
+from app.engine.trace import Conversations, PathSpec, Trace, TrafficSpec
 from app.jsonable import dumps
 from app.promise.shares import Promise
-from app.simulator import generate_trace, run_scenario, scenario_trace, simulate_day, true_shares
+from app.simulator import generate_trace, scenario_trace, simulate_day, true_shares
 from app.simulator.metrics import minimal_export
+from app.simulator.records import build_records
 from app.simulator.traffic import DEFAULT_DAY
 from app.store import Workspace
 
@@ -68,6 +81,7 @@ class FleetCase:
     hours: float = 2.0
     seed: int = 11
     start_hour_utc: float = 10.0
+    warmup_s: float = 1800.0  # simulated before the export starts, unscraped (the fleet is already busy)
     given: dict[str, Any] = field(default_factory=dict)
     events: Events = field(default_factory=Events)
 
@@ -152,6 +166,36 @@ FAMILY: tuple[FleetCase, ...] = (
            _path("b", 0.9, 2000, 0.5, 250, max_tokens=1024),
            _path("c", 0.12, 9000, 0.35, 500, max_tokens=1024)), bursts_per_day=30,
           promises={"a": (0.75, 0.05), "b": (2.5, 0.05), "c": (10.0, 0.075)}, flags=("max_num_seqs", "max_num_batched_tokens")),
+    _case("f7-turns-3x", "3 replicas with vLLM's prefix cache on (a 150k-token KV cache), least-outstanding (load-based) "
+          "routing; a chat path of conversations (4 turns on average, each resending the earlier turns and answers) "
+          "behind a 400-token system prompt, and single calls behind an 800-token one; max_num_seqs 96, a 2048-token "
+          "budget",
+          3, "least_outstanding", EngineConfig(model="m7", max_num_seqs=96, max_num_batched_tokens=2048,
+              num_gpu_blocks=9375, prefix_caching=True),
+          StepTime(base_s=0.011, per_decode_seq_s=3.5e-4, per_prefill_token_s=7e-5, per_context_token_s=6e-8,
+              per_prefill_pair_s=1e-9, noise_sigma=0.05),
+          (_path("c4", 0.65, 300, 0.6, 250, bursty=True, max_tokens=1024,
+                 conversations=Conversations(system_tokens=400, turns_mean=4.0, think_s_mean=15.0, followup_median=120,
+                                             read_s_per_token=0.05)),
+           _path("d9", 0.6, 1200, 0.5, 200, max_tokens=1024, conversations=Conversations(system_tokens=800))),
+          bursts_per_day=30, promises={"c4": (0.5, 0.05), "d9": (1.0, 0.05)},
+          flags=("max_num_seqs", "max_num_batched_tokens")),
+    _case("f8-tools-4x", "4 replicas of a slower model (25 ms steps, 10k prefill tokens/s) with vLLM's prefix cache "
+          "on (a 40k-token KV cache), power-of-two routing; tool calls behind a 2,000-token system prompt (the tools' "
+          "definitions), and short chats without one (2 turns on average); max_num_seqs 128, a 4096-token budget, a "
+          "1 % admission watermark",
+          4, "power_of_two", EngineConfig(model="m8", max_num_seqs=128, max_num_batched_tokens=4096,
+              num_gpu_blocks=2500, max_model_len=16384, admission_watermark=0.01, prefix_caching=True),
+          StepTime(base_s=0.025, per_decode_seq_s=4e-4, per_prefill_token_s=1e-4, per_context_token_s=8e-8,
+              noise_sigma=0.06),
+          (_path("g1", 1.9, 400, 0.6, 200, bursty=True, max_tokens=512,
+                 conversations=Conversations(system_tokens=2000)),
+           _path("h2", 0.7, 500, 0.7, 300, max_tokens=1024,
+                 conversations=Conversations(turns_mean=2.0, think_s_mean=12.0, followup_median=150,
+                                             read_s_per_token=0.04))),
+          max_model_len=16384,
+          bursts_per_day=30, promises={"g1": (0.75, 0.05), "h2": (0.5, 0.05)},
+          flags=("max_num_seqs", "max_num_batched_tokens")),
 )
 
 def case(name: str) -> FleetCase:
@@ -174,13 +218,13 @@ def _start(c: FleetCase) -> Any:
 
 
 def base_trace(c: FleetCase) -> Trace:
-    return generate_trace(c.seed, hours=c.hours, start=_start(c), spec=c.traffic)
+    return generate_trace(c.seed, hours=c.hours, start=_start(c), warmup_s=c.warmup_s, spec=c.traffic)
 
 
 def export(c: FleetCase, kind: str) -> pd.DataFrame:
     """The fleet's export at N0 (the samples a user would load)."""
-    sim = simulate_day(seed=c.seed, hours=c.hours, start=_start(c), config=c.fleet, traffic=c.traffic,
-                       events=c.events)
+    sim = simulate_day(seed=c.seed, hours=c.hours, start=_start(c), warmup_s=c.warmup_s, config=c.fleet,
+                       traffic=c.traffic, events=c.events)
     return sim.metrics_frame if kind == "full" else minimal_export(sim.metrics_frame)
 
 
@@ -195,13 +239,40 @@ def fit(c: FleetCase, kind: str, seeds: int = 2) -> sc.Analysis:
         return sc.analyse(ws, [report.dataset_id], promises, ["model_name"], Assumptions(**c.given), seeds=seeds)
 
 
-def truth(c: FleetCase, replicas: int, traffic: float, context: float) -> dict[str, dict[str, float]]:
-    """Per path: the true TTFT and joint shares of the scenario (the fleet's simulator, same trace)."""
+def caches_prefixes(c: FleetCase) -> bool:
+    """Whether the fleet's engines cache prefixes and its traffic shares some (the prefix family)."""
+    return c.fleet.engine.prefix_caching and any(p.conversations.shares for p in c.traffic.paths)
+
+
+# the router the routing comparison sets beside a prefix fleet's own (app/engine/router.py)
+ROUTING_TRUTH = "prefix_aware"
+
+
+def truth(c: FleetCase, replicas: int, traffic: float, context: float, router: str | None = None
+          ) -> dict[str, dict[str, float]]:
+    """Per path: the true TTFT and joint shares of the scenario (the fleet's simulator, same trace),
+    behind ``router`` (default: the fleet's own). On a fleet that caches prefixes also ``cached``:
+    the share of the prompt tokens of the requests whose first token came inside the export's range
+    that the prefix cache served (as vLLM's ``prompt_tokens_cached`` over ``prompt_tokens`` counts
+    them)."""
     trace = base_trace(c)
     start = pd.Timestamp(trace.origin + trace.warmup_s, unit="s", tz="UTC")
-    records = run_scenario(scenario_trace(trace, traffic, context), replicas, config=c.fleet, seed=c.seed)
-    shares = true_shares(records, None, c.promises, start=start, end=start + pd.Timedelta(hours=c.hours))
-    return {r.path: {"ttft": float(r.ttft_share), "joint": float(r.joint_share)} for r in shares.itertuples()}
+    config = replace(c.fleet, replicas=replicas, router=router or c.fleet.router)
+    run = run_fleet(scenario_trace(trace, traffic, context), config, NO_EVENTS, seed=c.seed, drain=True)
+    arrays = run_arrays(run)
+    shares = true_shares(build_records(run, arrays), None, c.promises, start=start,
+                         end=start + pd.Timedelta(hours=c.hours))
+    out = {r.path: {"ttft": float(r.ttft_share), "joint": float(r.joint_share)} for r in shares.itertuples()}
+    if caches_prefixes(c):
+        lo, hi = (trace.warmup_s * 1e6, (trace.warmup_s + c.hours * 3600) * 1e6)
+        first = arrays["first_token_us"]
+        inside = (first > lo) & (first <= hi)
+        for k, p in enumerate(trace.path_names):
+            mine = inside & (arrays["path"] == k)
+            prompt = float(arrays["prompt_tokens"][mine].sum())
+            if p in out:
+                out[p]["cached"] = float(arrays["cached_tokens"][mine].sum()) / prompt if prompt > 0 else math.nan
+    return out
 
 
 def policy_truth(c: FleetCase, policy: Policy, replicas: int | None = None) -> tuple[dict[str, float], float]:
@@ -273,20 +344,21 @@ def autoscaler_rows(names: Sequence[str] | None = None, seeds: int = 3, all_poli
     return out
 
 
-def _truth_job(args: tuple[str, int, float, float]) -> tuple[tuple[int, float, float], dict]:
-    name, n, g, m = args
-    return (n, g, m), truth(case(name), n, g, m)
+def _truth_job(args: tuple[str, int, float, float, str | None]) -> tuple[tuple[int, float, float], dict]:
+    name, n, g, m, router = args
+    return (n, g, m), truth(case(name), n, g, m, router)
 
 
-def truths(c: FleetCase, grid: Sequence[tuple[int, float, float]], workers: int | None = None
-           ) -> dict[tuple[int, float, float], dict[str, dict[str, float]]]:
-    """The truth of every scenario of ``grid``, in parallel processes."""
+def truths(c: FleetCase, grid: Sequence[tuple[int, float, float]], workers: int | None = None,
+           router: str | None = None) -> dict[tuple[int, float, float], dict[str, dict[str, float]]]:
+    """The truth of every scenario of ``grid`` (behind ``router``, default the fleet's own), in
+    parallel processes."""
     workers = min(workers or default_workers(), len(grid))
     if workers <= 1:
-        return {s: truth(c, *s) for s in grid}
+        return {s: truth(c, *s, router) for s in grid}
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        return dict(pool.map(_truth_job, [(c.name, *s) for s in grid]))
+        return dict(pool.map(_truth_job, [(c.name, *s, router) for s in grid]))
 
 
 def within_goal(predicted: float, truth_: float) -> bool:
@@ -294,32 +366,57 @@ def within_goal(predicted: float, truth_: float) -> bool:
     return abs(predicted - truth_) <= max(REL_GOAL * truth_, ABS_GOAL)
 
 
+def cached_read(analysis: sc.Analysis) -> dict[str, float]:
+    """Per path, the share of prompt tokens the prefix cache served as the fit read it from the export
+    (NaN where the export has no prefix-cache counter)."""
+    return {p.name: p.cached_share for p in analysis.demand.paths}
+
+
 def rows_for(c: FleetCase, kind: str, analysis: sc.Analysis, predictions: Sequence[sc.Prediction],
-             truth_by_scenario: dict[tuple[int, float, float], dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+             truth_by_scenario: dict[tuple[int, float, float], dict[str, dict[str, float]]],
+             routed: dict[tuple[int, float, float], dict[str, dict[str, float]]] | None = None
+             ) -> list[dict[str, Any]]:
+    """One row per prediction. On a prefix fleet also the cached share the fit read at the observed N
+    and the true one at the scenario, and with ``routed`` (the truths behind ``ROUTING_TRUTH``) the
+    true TTFT, joint and cached shares behind that router: the data a routing row is judged by."""
+    read = cached_read(analysis) if caches_prefixes(c) else {}
     out = []
     for p in predictions:
         t = truth_by_scenario[(p.replicas, p.traffic, p.context)][p.path]
         inside = p.breach_share_low <= t["joint"] <= p.breach_share_high
         met = inside if p.flagged else (within_goal(p.ttft_share, t["ttft"]) and within_goal(p.breach_share, t["joint"]))
-        out.append({
+        row = {
             "fleet": c.name, "export": kind, "replicas": p.replicas, "traffic": p.traffic, "context": p.context,
             "path": p.path, "ttft_predicted": p.ttft_share, "ttft_true": t["ttft"],
             "joint_predicted": p.breach_share, "joint_low": p.breach_share_low, "joint_high": p.breach_share_high,
             "joint_true": t["joint"], "flagged": p.flagged, "flags": p.flags, "interval_holds_truth": inside,
             "meets_goal": met,
-        })
+        }
+        if caches_prefixes(c):
+            row.update(cached_read=read.get(p.path, math.nan), cached_true=t.get("cached", math.nan))
+            if routed is not None:
+                r = routed[(p.replicas, p.traffic, p.context)][p.path]
+                row.update(routing_router=ROUTING_TRUTH, ttft_true_routed=r["ttft"], joint_true_routed=r["joint"],
+                           cached_true_routed=r.get("cached", math.nan))
+        out.append(row)
     return out
 
 
 def evaluate(c: FleetCase, kinds: Sequence[str] = KINDS, grid: Sequence[tuple[int, float, float]] | None = None,
-             seeds: int = 3, progress: Callable[[str], None] | None = None
+             seeds: int = 3, progress: Callable[[str], None] | None = None, workers: int | None = None
              ) -> tuple[list[dict[str, Any]], dict[str, sc.Analysis]]:
-    """Every scenario of ``grid`` (default ``scenario_grid``) for each export kind: rows and the analyses."""
+    """Every scenario of ``grid`` (default ``scenario_grid``) for each export kind: rows and the analyses.
+    ``workers``: the truths' processes (1: in this process, for a case not in ``FAMILY``)."""
     say = progress or (lambda _m: None)
     grid = list(grid or scenario_grid(c))
     t0 = time.perf_counter()
-    truth_by_scenario = truths(c, grid)
+    truth_by_scenario = truths(c, grid, workers)
     say(f"{c.name}: truth of {len(grid)} scenarios in {time.perf_counter() - t0:.0f} s")
+    routed = None
+    if caches_prefixes(c) and c.fleet.router != ROUTING_TRUTH:
+        t0 = time.perf_counter()
+        routed = truths(c, grid, workers, router=ROUTING_TRUTH)
+        say(f"{c.name}: truth of {len(grid)} scenarios behind {ROUTING_TRUTH} in {time.perf_counter() - t0:.0f} s")
     rows, analyses = [], {}
     for kind in kinds:
         t0 = time.perf_counter()
@@ -331,7 +428,7 @@ def evaluate(c: FleetCase, kinds: Sequence[str] = KINDS, grid: Sequence[tuple[in
         predictions = []
         for (g, m), ns in by.items():
             predictions += sc.grid(analysis, ns, [g], [m], seeds=seeds)
-        rows += rows_for(c, kind, analysis, predictions, truth_by_scenario)
+        rows += rows_for(c, kind, analysis, predictions, truth_by_scenario, routed)
         say(f"{c.name} {kind}: fit and {len(grid)} scenarios in {time.perf_counter() - t0:.0f} s")
     return rows, analyses
 
@@ -382,7 +479,8 @@ def fitted(fleet: str, kind: str, analysis: sc.Analysis) -> dict[str, Any]:
             "prefill_tokens_per_s": m.prefill_tokens_per_s, "max_num_seqs": m.max_num_seqs,
             "max_num_seqs_source": m.sources["max_num_seqs"].kind, "max_num_batched_tokens": m.max_num_batched_tokens,
             "max_num_batched_tokens_source": m.sources["max_num_batched_tokens"].kind, "router": m.router,
-            "router_source": m.sources["router"].kind, "true_router": true_router(fleet)}
+            "router_source": m.sources["router"].kind, "true_router": true_router(fleet),
+            "prefix_cached_share": m.prefix_cached_share, "prefix_cached_share_source": m.sources["prefix_cache"].kind}
 
 
 def fleet_table(names: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -427,7 +525,32 @@ def markdown(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]] | 
                        f"{100 * r.joint_high:.2f}] | {_pct(r.joint_true)} | {'yes' if r.flagged else ''} | "
                        f"{'yes' if r.meets_goal else 'NO'} |")
         out += ["", "</details>"]
+        if "cached_true" in part and part["cached_true"].notna().any():
+            out += ["", prefix_table(part)]
     return "\n".join(out).lstrip("\n")
+
+
+def _share(x: Any) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else _pct(x)
+
+
+def prefix_table(part: pd.DataFrame) -> str:
+    """A prefix fleet's rows: the cached share the fit read at the observed N against the true one at
+    the scenario, and the truth behind ``ROUTING_TRUTH`` beside the fleet's own router."""
+    routed = "cached_true_routed" in part
+    head = "| N' | traffic | context | path | cached read (at N) | cached true | joint predicted | joint true |"
+    rule = "|---:|---:|---:|---|---:|---:|---:|---:|"
+    if routed:
+        head += f" {ROUTING_TRUTH}: cached true | TTFT true | joint true |"
+        rule += "---:|---:|---:|"
+    lines = ["<details><summary>the prefix cache: cached share and routing</summary>", "", head, rule]
+    for r in part.itertuples():
+        line = (f"| {r.replicas} | x{r.traffic:g} | x{r.context:g} | {r.path} | {_share(r.cached_read)} | "
+                f"{_share(r.cached_true)} | {_pct(r.joint_predicted)} | {_pct(r.joint_true)} |")
+        if routed:
+            line += f" {_share(r.cached_true_routed)} | {_pct(r.ttft_true_routed)} | {_pct(r.joint_true_routed)} |"
+        lines.append(line)
+    return "\n".join([*lines, "", "</details>"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

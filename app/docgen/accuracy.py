@@ -7,6 +7,7 @@ docs/accuracy-policies.md. :func:`page` tells them apart by their rows.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +46,17 @@ ROWS = [Column("N'", key="replicas", align="right"), Column("traffic", fmt=lambd
         Column("joint true", key="joint_true", fmt=pct, align="right"),
         Column("flagged", value=lambda r: "yes" if r["flagged"] else ""),
         Column("goal met", value=lambda r: "yes" if r["meets_goal"] else "**NO**")]
+
+# the prefix family's rows (``cached_*`` and the routing truth: app.bench.accuracy.rows_for)
+PREFIX = [Column("N'", key="replicas", align="right"), Column("traffic", fmt=lambda x: f"x{x:g}", align="right"),
+          Column("context", fmt=lambda x: f"x{x:g}", align="right"), Column("path"),
+          Column("cached, read at N", key="cached_read", fmt=pct, align="right"),
+          Column("cached, true", key="cached_true", fmt=pct, align="right"),
+          Column("joint predicted", key="joint_predicted", fmt=pct, align="right"),
+          Column("joint true", key="joint_true", fmt=pct, align="right"),
+          Column("prefix-aware: cached, true", key="cached_true_routed", fmt=pct, align="right"),
+          Column("prefix-aware: TTFT true", key="ttft_true_routed", fmt=pct, align="right"),
+          Column("prefix-aware: joint true", key="joint_true_routed", fmt=pct, align="right")]
 
 POLICIES = [Column("fleet"), Column("policy"), Column("path"),
             Column("twin [interval]", value=lambda r: f"{pct(r['twin'])} [{100 * r['low']:.2f}, {100 * r['high']:.2f}]"),
@@ -112,7 +124,31 @@ def family_page(doc: Mapping[str, Any], command: str = COMMAND) -> str:
         out += [f"**{fleet}, {kind} export**: {n_met} of {len(part)} rows meet the goal "
                 f"({sum(r['flagged'] for r in part)} flagged).", "",
                 "<details><summary>every scenario</summary>", "", table(part, ROWS), "", "</details>", ""]
-    return "\n".join(out)
+    return "\n".join(out + prefix_section(rows))
+
+
+def _has(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def prefix_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The prefix family's rows (none: no section): the cached share the fit read against the truth's,
+    and the truth behind prefix-aware routing beside the fleet's own router."""
+    groups = {k: part for k, part in _groups(rows).items() if any(_has(r.get("cached_true")) for r in part)}
+    if not groups:
+        return []
+    out = ["## The prefix cache", "",
+           "Fleets with vLLM's prefix cache on whose paths share tokens: a system prompt per path, conversations "
+           "whose follow-up turns resend the earlier turns and answers. The fit reads each path's cached share of "
+           "prompt tokens from the export at the observed N and replays it as a prefix every request of the path "
+           "holds (the \"shared\" case, [Economics](economics.md#prefix-cache)), the same at any N' and load; the "
+           "truth replays the conversations, whose hits depend on where a follow-up lands and on what the cache "
+           "evicted before it came. Beside each row, the truth at the same scenario behind prefix-aware routing "
+           "(the fleet's own router is load-based): what such routing is worth.", ""]
+    for (fleet, kind), part in groups.items():
+        out += [f"**{fleet}, {kind} export**", "", "<details><summary>cached share and routing</summary>", "",
+                table(part, PREFIX), "", "</details>", ""]
+    return out
 
 
 def policy_page(doc: Mapping[str, Any], command: str = POLICY_COMMAND) -> str:

@@ -13,8 +13,41 @@ import pandas as pd
 
 
 @dataclass(frozen=True)
+class Conversations:
+    """What a path's requests share, so that vLLM's prefix cache has something to hit: a system prompt
+    every request starts with, and conversations whose every turn resends the turns before it (and
+    the answers the engine gave) before its new message, as a chat client sends it. The defaults share
+    nothing (one turn, no system prompt). The real-engine harness's trace
+    (:mod:`app.bench.realengine.trace`) and the simulator's (:mod:`app.simulator.traffic`) draw the
+    follow-up turns alike (:func:`app.simulator.traffic.draw_followups`).
+
+    When a follow-up is sent differs: the real-engine driver waits for the answer, then ``think_s``
+    (closed loop); the simulator draws its trace before any engine runs (open loop), so a follow-up
+    arrives ``read_s_per_token`` x the previous answer's tokens + ``think_s`` after the previous turn
+    arrived — the user reads the answer as it streams (at a reading pace slower than the stream), then
+    writes. The real-engine driver ignores ``read_s_per_token``."""
+
+    system_tokens: int = 0
+    turns_mean: float = 1.0  # turns per conversation: 1 + a geometric number of follow-ups
+    think_s_mean: float = 8.0  # exponential
+    followup_median: float = 80.0  # tokens of a follow-up message (lognormal)
+    followup_sigma: float = 0.6
+    read_s_per_token: float = 0.0  # the open-loop trace's wait for the answer (see above)
+
+    @property
+    def shares(self) -> bool:
+        return self.system_tokens > 0 or self.turns_mean > 1.0
+
+
+NO_SHARING = Conversations()
+
+
+@dataclass(frozen=True)
 class PathSpec:
-    """One traffic path. Rates are requests/s for the whole fleet at the daily mean."""
+    """One traffic path. Rates are requests/s for the whole fleet at the daily mean; on a path whose
+    ``conversations`` have follow-up turns, ``mean_rate`` counts the conversations (their first turns)
+    and the follow-ups come on top. ``prompt_*`` draw a first turn's own text: a system prompt
+    (``conversations.system_tokens``) comes before it."""
 
     name: str
     served_name: str  # model_name label of the path's request-level series
@@ -31,6 +64,7 @@ class PathSpec:
     max_tokens: int = 1024  # a longer draw stops here with finished_reason "length"
     one_token_share: float = 0.0  # requests asking for max_tokens=1 (classification-style calls)
     bursty: bool = False
+    conversations: Conversations = NO_SHARING
 
 
 INTERACTIVE = PathSpec(

@@ -136,3 +136,43 @@ def test_scenarios_replayed_together_are_those_replayed_one_by_one() -> None:
                                     on_scenario=lambda sc, preds: kept.setdefault(sc, preds))
     assert seen == [(i, len(seen)) for i in range(1, len(seen) + 1)] and len(seen) >= 4
     assert kept.keys() == again.keys() and all(kept[sc] is again[sc] for sc in again)
+
+
+def test_the_prefix_family_shares_tokens_and_caches_them() -> None:
+    """Issue 41: fleets with vLLM's prefix cache on whose paths share a system prompt, have
+    conversations, or both, behind load-based routers (the routing truth is prefix-aware beside them)."""
+    prefix = [c for c in accuracy.FAMILY if accuracy.caches_prefixes(c)]
+    assert len(prefix) >= 2
+    paths = [p.conversations for c in prefix for p in c.traffic.paths]
+    assert any(p.turns_mean > 1 and p.system_tokens > 0 for p in paths)  # conversations behind a system prompt
+    assert any(p.turns_mean > 1 and p.system_tokens == 0 for p in paths)  # conversations alone
+    assert any(p.turns_mean == 1 and p.system_tokens > 0 for p in paths)  # a system prompt alone
+    assert all(c.fleet.router in ROUTERS for c in prefix)  # load-based: the routing truth differs
+    # the other fleets' traces share nothing: the engines run them as without a cache
+    assert not any(p.conversations.shares for c in accuracy.FAMILY if c not in prefix for p in c.traffic.paths)
+
+
+@pytest.mark.slow
+def test_a_prefix_fleets_rows_read_the_cached_share_and_carry_the_routing_truth() -> None:
+    """Twelve minutes of the conversation fleet (after five of warm-up), its full export, N0 and 2 N0
+    (about 15 s): the fit reads the cached share the truth counts at N0; prefix-aware routing keeps the
+    conversations' histories where their next turns go, so it serves far more of the chat path's
+    prompt tokens than load-based routing, and more with more replicas (less eviction); a system
+    prompt's hits depend on neither the router nor N'."""
+    c = replace(accuracy.case("f7-turns-3x"), hours=0.2, warmup_s=300.0)
+    rows, _ = accuracy.evaluate(c, kinds=["full"], grid=[(3, 1.0, 1.0), (6, 1.0, 1.0)], seeds=1, workers=1)
+    by = {(r["replicas"], r["path"]): r for r in rows}
+    assert len(by) == 4
+    for r in rows:
+        assert r["routing_router"] == "prefix_aware"
+        assert r["joint_low"] <= r["joint_predicted"] <= r["joint_high"], r
+        assert r["cached_read"] == pytest.approx(by[(3, r["path"])]["cached_true"], abs=0.005), r
+    chat, calls = "c4", "d9"
+    assert 0.25 < by[(3, chat)]["cached_true"] < 0.6 and 0.3 < by[(3, calls)]["cached_true"] < 0.45
+    for n in (3, 6):
+        assert by[(n, chat)]["cached_true_routed"] > by[(n, chat)]["cached_true"] + 0.25
+        assert by[(n, calls)]["cached_true_routed"] == pytest.approx(by[(n, calls)]["cached_true"], abs=0.005)
+        assert by[(n, calls)]["cached_true"] == pytest.approx(by[(3, calls)]["cached_true"], abs=0.005)
+    assert by[(6, chat)]["cached_true_routed"] > by[(3, chat)]["cached_true_routed"]
+    # what the cache the routing keeps is worth at the fleet's size
+    assert by[(3, chat)]["ttft_true_routed"] < by[(3, chat)]["ttft_true"]

@@ -212,6 +212,20 @@ def test_a_results_page_is_its_json_rendered(page: str, source: str, render: obj
     assert f"at commit `{prov['commit'][:10]}`" in text and prov["date"] in text and prov["machine"]["cpu"] in text
 
 
+def test_the_accuracy_page_shows_the_prefix_familys_cached_shares_and_routing() -> None:
+    """Rows of a prefix fleet (``cached_*``, the truth behind prefix-aware routing) get their own
+    section; a document without them renders as before (the committed page, above)."""
+    doc = json.loads((DOCS / "data" / "accuracy.json").read_text())
+    row = {**doc["rows"][0], "fleet": "f7-turns-3x", "path": "c4", "cached_read": 0.462, "cached_true": 0.421,
+           "routing_router": "prefix_aware", "cached_true_routed": 0.908, "ttft_true_routed": 0.0, "joint_true_routed": 0.0}
+    plain = accuracy.page(doc)
+    assert "## The prefix cache" not in plain
+    text = accuracy.page({**doc, "rows": [*doc["rows"], row]})
+    assert text.index("## The prefix cache") > text.index("## Every scenario")
+    section = text[text.index("## The prefix cache"):]
+    assert "**f7-turns-3x, " in section and "| c4 | 46.20 % | 42.10 % |" in section and "| 90.80 % | 0.00 % | 0.00 % |" in section
+
+
 def test_a_document_without_provenance_is_refused() -> None:
     doc = json.loads((DOCS / "data" / "bench.json").read_text())
     doc.pop("provenance")

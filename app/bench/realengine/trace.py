@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from app.engine.trace import Conversations
+from app.simulator.traffic import draw_followups, lognormal_tokens
+
 MAX_TRAFFIC = 3.0  # the highest multiplier a coupled trace can be thinned to
 
 
@@ -24,24 +27,6 @@ class Burst:
     start_s: float
     duration_s: float
     factor: float  # the rate is multiplied by this during the burst
-
-
-@dataclass(frozen=True)
-class Conversations:
-    """What a path's requests share, so that vLLM's prefix cache has something to hit: a system prompt
-    every request starts with, and conversations whose every turn resends the turns before it (and
-    the answers the engine gave) before its new message. The defaults share nothing (one turn, no
-    system prompt)."""
-
-    system_tokens: int = 0
-    turns_mean: float = 1.0  # turns per conversation: 1 + a geometric number of follow-ups
-    think_s_mean: float = 8.0  # from an answer's last token to the next turn (exponential)
-    followup_median: float = 80.0  # tokens of a follow-up message (lognormal)
-    followup_sigma: float = 0.6
-
-    @property
-    def shares(self) -> bool:
-        return self.system_tokens > 0 or self.turns_mean > 1.0
 
 
 @dataclass(frozen=True)
@@ -121,10 +106,6 @@ class Trace:
         return path
 
 
-def _lognormal(rng: np.random.Generator, n: int, median: float, sigma: float, lo: int, hi: int) -> np.ndarray:
-    return np.clip(np.rint(median * np.exp(sigma * rng.standard_normal(n))), lo, hi).astype(np.int64)
-
-
 def generate(spec: TraceSpec, traffic: float = 1.0, context: float = 1.0, max_model_len: int | None = None
              ) -> Trace:
     """The trace of ``spec`` at ``traffic`` x its rate and prompts x ``context`` (coupled: see the
@@ -138,8 +119,8 @@ def generate(spec: TraceSpec, traffic: float = 1.0, context: float = 1.0, max_mo
     n = rng.poisson(peak * spec.duration_s)
     t = np.sort(rng.uniform(0, spec.duration_s, n))
     u = rng.uniform(0, 1, n)
-    prompt = _lognormal(rng, n, spec.prompt_median, spec.prompt_sigma, spec.prompt_min, spec.prompt_max)
-    output = _lognormal(rng, n, spec.output_median, spec.output_sigma, spec.output_min, spec.output_max)
+    prompt = lognormal_tokens(rng, n, spec.prompt_median, spec.prompt_sigma, spec.prompt_min, spec.prompt_max)
+    output = lognormal_tokens(rng, n, spec.output_median, spec.output_sigma, spec.output_min, spec.output_max)
     seeds = rng.integers(0, 2**31 - 1, n)
     keep = u < spec.rate_at(t) * traffic / peak
     prompt = prompt[keep]
@@ -152,14 +133,12 @@ def generate(spec: TraceSpec, traffic: float = 1.0, context: float = 1.0, max_mo
     if spec.conversations.turns_mean > 1.0:
         # a stream of its own, so that the single-turn draws above stay those of a trace without turns;
         # drawn for every candidate and thinned alike (coupled across traffic multipliers)
-        c = spec.conversations
         crng = np.random.default_rng([spec.seed, 1])
-        follow = crng.geometric(1.0 / c.turns_mean, n) - 1
-        think = [crng.exponential(c.think_s_mean, k) for k in follow]
-        message = [_lognormal(crng, k, c.followup_median, c.followup_sigma, 1, 4 * int(c.followup_median) + 1)
-                   for k in follow]
-        answer = [_lognormal(crng, k, spec.output_median, spec.output_sigma, spec.output_min, spec.output_max)
-                  for k in follow]
+        follow, think, message = draw_followups(crng, n, spec.conversations)
+        answer = lognormal_tokens(crng, len(think), spec.output_median, spec.output_sigma, spec.output_min,
+                                  spec.output_max)
+        at = np.cumsum(follow)[:-1]
+        think, message, answer = np.split(think, at), np.split(message, at), np.split(answer, at)
         trace.followups = [
             [(float(t_), int(max(np.rint(m_ * context), 1)), int(o_)) for t_, m_, o_ in zip(think[i], message[i],
                                                                                                answer[i], strict=True)]
