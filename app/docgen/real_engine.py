@@ -3,7 +3,7 @@ Headroom fitted on a real vLLM engine's export, against what the engine did in e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.docgen.tables import Column, generated_header, pct, provenance_block, table
@@ -49,6 +49,22 @@ RUNS = [Column("run", key="name"), Column("replicas", align="right"),
         Column("the engine's step law (ms)", value=lambda r: (
             f"{r['step_truth']['base_ms']:.2f} + {r['step_truth']['per_seq_ms']:.3f} B + "
             f"{r['step_truth']['per_prefill_token_ms']:.4f} P" if r.get("step_truth") else None))]
+
+
+def _missed(rows: Sequence[Mapping[str, Any]], where: Callable[[Mapping[str, Any]], str],
+            beyond: Callable[[Mapping[str, Any]], str]) -> list[str]:
+    """The section of the rows that miss the goal: ``where`` names a row, ``beyond`` adds to an unflagged
+    row's reason what else its miss goes beyond."""
+    missed = [r for r in rows if not r["meets_goal"]]
+    out = ["## Where the goal is not met", ""]
+    if not missed:
+        out.append("Every row meets it.")
+    for r in missed:
+        why = ("its interval does not hold the measured share" if r["flagged"] else
+               f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance{beyond(r)}")
+        out.append(f"- {where(r)}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, measured "
+                   f"{pct(r['measured'])}: {why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "") + ".")
+    return out
 
 
 def goal_line(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -112,17 +128,9 @@ def page(doc: Mapping[str, Any], command: str = COMMAND) -> str:
         for label in dict.fromkeys(r["threshold"] for r in rows if r["export"] == export):
             part = [r for r in rows if r["export"] == export and r["threshold"] == label]
             out += [f"### {label}, fitted on the {export} export", "", goal_line(part) + ".", "", table(part, ROWS), ""]
-    missed = [r for r in rows if not r["meets_goal"]]
-    out += ["## Where the goal is not met", ""]
-    if not missed:
-        out.append("Every row meets it.")
-    for r in missed:
-        why = ("its interval does not hold the measured share" if r["flagged"] else
-               f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance and the "
-               f"{100 * max(r['noise'], 0):.2f} pp of the truth's spread")
-        out.append(f"- {r['export']}, {r['threshold']}, N'={r['replicas']} x{r['traffic']:g} x{r['context']:g}, "
-                   f"{r['metric'].upper()}: predicted {pct(r['predicted'])}, measured {pct(r['measured'])}: {why}"
-                   + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "") + ".")
+    out += _missed(rows, lambda r: f"{r['export']}, {r['threshold']}, N'={r['replicas']} x{r['traffic']:g} "
+                               f"x{r['context']:g}",
+                   lambda r: f" and the {100 * max(r['noise'], 0):.2f} pp of the truth's spread")
     out += ["", "## The runs", "", table(doc["runs"], RUNS), "",
             "One replica leaves the other core to the driver and Prometheus; two take both cores, so the driver "
             "and Prometheus share them with the engines. The machine is shared: a run waits for a quiet machine "
@@ -247,16 +255,7 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
         worth = _worth(rows, a, b)
         if worth:
             out += [f"## {title}", "", f"`{a}` → `{b}`.", "", table(worth, WORTH), ""]
-    missed = [r for r in rows if not r["meets_goal"]]
-    out += ["## Where the goal is not met", ""]
-    if not missed:
-        out.append("Every row meets it.")
-    for r in missed:
-        why = ("its interval does not hold the measured share" if r["flagged"] else
-               f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance")
-        out.append(f"- {r['case']}, {r['threshold']}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, "
-                   f"measured {pct(r['measured'])}: {why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "")
-                   + ".")
+    out += _missed(rows, lambda r: f"{r['case']}, {r['threshold']}", lambda _r: "")
     loose = [r for r in rows if r["meets_goal"] and r["flagged"] and r["high"] - r["low"] > 0.5
              and not _point_within(r, goal)]
     if loose:
