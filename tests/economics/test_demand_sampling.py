@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.economics.model.demand import LengthDistribution, _buckets_below
+from app.economics.model.demand import Demand, LengthDistribution, PathDemand, _buckets_below, synthesize
 
 
 @settings(max_examples=60, deadline=None)
@@ -75,3 +76,20 @@ def test_the_compiled_length_draw_is_scipys(seed: int, buckets: int, windows: in
     got = d.sample(n, np.random.default_rng([seed, 1]), windows=rows)
     want = _lengths_through_scipy(d, n, np.random.default_rng([seed, 1]), rows)
     assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("traffic, copies", [(1.0, 1), (0.5, 1), (2.0, 2), (2.5, 3)])
+def test_each_request_belongs_to_one_copy_of_the_observed_users(traffic: float, copies: int) -> None:
+    """``stream``: at traffic x2 every window's requests are two copies of its observed count; at x2.5
+    two whole copies and a thinned third; the copies' windows hold the observed count each."""
+    lengths = LengthDistribution.assumed(300.0, 4096)
+    demand = Demand(origin=0.0, window_s=60, replicas=np.ones(3), paths=[PathDemand(
+        name="chat", window_start=np.arange(3) * 60.0, requests=np.array([10.0, 40.0, 25.0]), ttft_mean_s=np.zeros(3),
+        prompt=lengths, output=LengthDistribution.assumed(50.0, 4096))])
+    reqs = synthesize(demand, traffic=traffic, seed=4)
+    stream = reqs["stream"]
+    assert set(np.unique(stream)) == set(range(copies))
+    window = reqs["arrival_s"] // 60
+    for s in range(int(traffic)):  # every whole copy has each window's observed count
+        counts = np.bincount(window[stream == s].astype(int), minlength=3)
+        assert counts.tolist() == [10, 40, 25]

@@ -251,6 +251,10 @@ class PathDemand:
     output: LengthDistribution
     # the share of prompt tokens the prefix cache served at the observed N (NaN: not exported)
     cached_share: float = math.nan
+    # per window, the prompt tokens and those the prefix cache served (None: not exported): how the
+    # computed prompt tokens move over time, which the conversations' think time is fitted on
+    prompt_tokens: np.ndarray | None = None
+    cached_tokens: np.ndarray | None = None
     # what that share is made of, for the replay (app.economics.model.conversations; None: a shared
     # prefix alone, or nothing cached)
     prefix: PrefixSplit | None = None
@@ -277,8 +281,12 @@ class Demand:
             local = dist.local_shares[first:stop] if dist.local_shares is not None else None
             return replace(dist, local_shares=local)
 
+        def part(a: np.ndarray | None) -> np.ndarray | None:
+            return a[first:stop] if a is not None else None
+
         paths = [replace(p, window_start=p.window_start[first:stop], requests=p.requests[first:stop],
-                         ttft_mean_s=p.ttft_mean_s[first:stop], prompt=cut(p.prompt), output=cut(p.output))
+                         ttft_mean_s=p.ttft_mean_s[first:stop], prompt=cut(p.prompt), output=cut(p.output),
+                         prompt_tokens=part(p.prompt_tokens), cached_tokens=part(p.cached_tokens))
                  for p in self.paths]
         return Demand(origin=self.origin + first * self.window_s, window_s=self.window_s, paths=paths,
                       replicas=self.replicas[first:stop], notes=list(self.notes), flags=list(self.flags))
@@ -407,10 +415,13 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
         prompt_total = float(part["prompt_tokens"].sum())
         cached = part["cached_tokens"].dropna()
         cached_share = (float(cached.sum()) / prompt_total if len(cached) and prompt_total > 0 else math.nan)
+        per_window = {}
+        if math.isfinite(cached_share):
+            per_window = {k: part[k].reindex(grid).to_numpy(dtype=float) for k in ("prompt_tokens", "cached_tokens")}
         paths.append(PathDemand(name=str(name),
                                 window_start=grid.to_numpy().astype("datetime64[s]").astype(float),
                                 requests=counts, ttft_mean_s=ttft, prompt=dists["prompt_tokens"],
-                                output=dists["generation_tokens"], cached_share=cached_share))
+                                output=dists["generation_tokens"], cached_share=cached_share, **per_window))
     # a restart or a gap leaves windows with no replica reporting: carry the count across them
     replicas = pd.Series(replicas).replace(0, np.nan).ffill().bfill().to_numpy()
     return Demand(origin=float(grid[0].timestamp()), window_s=window_s, paths=paths,
@@ -439,7 +450,7 @@ def shared_prefix(prompt: np.ndarray, share: float, block: int) -> tuple[int, np
 def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed: int = 0,
                max_model_len: int = 32768) -> dict[str, np.ndarray]:
     """Requests of a scenario: arrival (seconds from ``demand.origin``), path index, prompt and output
-    tokens. The observed count of a window is kept at g = 1; g != 1 scales it by binomial thinning or
+    tokens, and ``stream``, the copy of the observed users a request belongs to. The observed count of a window is kept at g = 1; g != 1 scales it by binomial thinning or
     whole copies plus thinning. Arrival times are uniform inside the window (Poisson given the
     count). Arrival = first token - TTFT, the window's mean TTFT interpolated in time, so a burst whose
     first tokens queued for minutes is moved back to when it arrived."""
@@ -470,8 +481,18 @@ def synthesize(demand: Demand, traffic: float = 1.0, context: float = 1.0, seed:
         output = p.output.sample(total, rng, windows=idx)
         del idx
         output = np.maximum(np.minimum(output, max_model_len - prompt), 1)
+        # which copy of the observed users a request is (0 .. whole - 1, then the thinned part): the
+        # replay draws each copy's conversations apart, so that twice the users hold conversations as
+        # the observed ones did (drawn from one stream twice as dense, more requests would find a
+        # conversation to continue)
+        first_of_window = np.repeat(np.cumsum(n) - n, n)
+        rank = np.arange(total, dtype=np.int64) - first_of_window
+        del first_of_window
+        per_copy = np.repeat(np.maximum(base, 1), n)
+        stream = np.minimum(rank // per_copy, whole).astype(np.int16)
+        del rank, per_copy
         parts.append({"arrival_s": arrival, "path": np.full(total, k, dtype=np.int8), "prompt_tokens": prompt,
-                      "output_tokens": output})
+                      "output_tokens": output, "stream": stream})
         del arrival, prompt, output  # held by parts alone, so the merge below lets them go
     keys = list(parts[0])
     merged = {}

@@ -14,6 +14,16 @@ Two steps of the analysis (:func:`app.economics.predict.scenarios.analyse`):
    and router, and the follow-up share moves until the twin's served share meets the observed one
    (history is also evicted, and a follow-up may arrive while its previous turn is still running).
    What the twin serves at the end is the check, stated with the split.
+
+The think time (unless given) is fitted on how the computed prompt tokens move over time. The total
+share cannot tell a long think time from a short one: fewer follow-ups sent sooner serve as many
+tokens as more sent later. But they serve them at different times. A conversation ready long after
+its answer cannot soak up a burst: the burst's requests find few conversations to continue, start
+new ones, and compute their whole prompts, where the engine's users were continuing theirs. The
+export's counters say, per window, how many prompt tokens the engine computed (prompt tokens less
+those the cache served), and the twin at the observed N says the same of its replay; of the think
+times at which the twin serves the observed share, the one whose computed tokens per minute follow
+the export's closest is kept (on the real engine's prefix run: 7.5 s, the trace's users think 8 s).
 """
 
 from __future__ import annotations
@@ -27,9 +37,11 @@ from app.economics.model import conversations as conv
 from app.economics.model.capacity import ReplicaModel
 from app.economics.model.demand import DEFAULT_THINK_S, Demand, PrefixSplit
 from app.economics.run.replay import (
+    WARMUP_S,
     Thresholds,
     demand_requests,
     prefix_caching,
+    run_twin,
     shares_of_counts,
     simulate_twin,
     twin_max_model_len,
@@ -41,6 +53,9 @@ TOLERANCE_ABS = 0.005  # the twin's served share meets the observed within 0.5 p
 TOLERANCE_REL = 0.02  # or 2 % of it
 FALLBACK_TPOT_S = 0.05  # a turn's decode per token when the export has no inter-token latency
 MIN_THINK_S = 1.0  # the think time is not fitted below this
+THINK_STEP = 2 ** -0.5  # the think times tried below the longest that serves the observed share
+THINK_PATIENCE = 2  # tried times past the best before the search stops
+COMPUTED_BLOCK_S = 60  # the computed prompt tokens are compared per minute (or per demand window if longer)
 
 
 def home_chance(router: str, replicas: int) -> float:
@@ -116,8 +131,10 @@ def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thr
     - think time (unless given): history waits in the cache for its next turn, where newer blocks may
       evict it first. Where even every request that can continue a conversation (a follow-up share of
       1) leaves the twin's cache short of the observed share, the history must come back sooner than
-      assumed: the think time halves (down to ``MIN_THINK_S``) until the twin reaches it, and is
-      stated as fitted, an upper bound.
+      assumed: the think time halves (down to ``MIN_THINK_S``) until the twin reaches it. From there
+      down (steps of ``THINK_STEP``), each think time's follow-up share is fitted and the twin's
+      computed prompt tokens per minute are compared with the export's (:func:`_computed_misfit`):
+      the closest is kept (the module's docstring says why).
     - follow-up share: moved (at most ``ROUNDS`` twin runs) so that the twin's share meets the observed,
       the history the conversations hold scaled each time by how far the twin's history fell short or over."""
     block = model.block_size
@@ -137,10 +154,28 @@ def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thr
                 np.minimum((prompt - 1) // block * block, s.shared_tokens))
 
     splits = {k: span.paths[k].prefix for k in paths}
+    searched: dict[int, str] = {}
     if model.assumptions.think_s is None:
-        fitted_think = _fit_think(model, span, replicas, thresholds, splits)
+        halved = _fit_think(model, span, replicas, thresholds, splits)
+        searched = _search_think(model, span, replicas, thresholds, splits, arrays, halved)
     else:
-        fitted_think = set()
+        _fit_followups(model, span, replicas, thresholds, splits, arrays)
+    for k, s in splits.items():
+        assert s is not None
+        s.followup_source = (f"fitted: the twin at {replicas} replica{'s' if replicas != 1 else ''} under "
+                             f"{model.router} serves {100 * s.twin_cached_share:.1f} % of the prompt tokens against "
+                             f"{100 * s.cached_share:.1f} % observed{searched.get(k, '')}")
+        s.think_source = "fitted" if k in searched else ("given" if model.assumptions.think_s is not None
+                                                          else "assumed")
+        demand.paths[k].prefix = s
+
+
+def _fit_followups(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+                   splits: Mapping[int, PrefixSplit | None],
+                   arrays: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """Move each path's follow-up share (at most ``ROUNDS`` twin runs, at its current think time) until
+    the twin's served share meets the observed; ``twin_cached_share`` is what the last run served."""
+    block = model.block_size
     ideal: dict[int, float] = {}
     for _ in range(ROUNDS):
         got = _twin_shares(model, span, replicas, thresholds)
@@ -166,16 +201,79 @@ def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thr
                 moved = True
         if not moved:
             break
-    for k, s in splits.items():
+
+
+def _search_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+                  splits: Mapping[int, PrefixSplit | None],
+                  arrays: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+                  halved: set[int]) -> dict[int, str]:
+    """From each path's longest think time that serves the observed share down (``THINK_STEP`` at a
+    time, to ``MIN_THINK_S``), fit the follow-up share and measure :func:`_computed_misfit`; keep each
+    path's best (stopping ``THINK_PATIENCE`` steps past it). Per path: how its think time was fitted,
+    for the split's statement."""
+    tried: dict[int, list[tuple[float, float, float, float]]] = {k: [] for k in splits}  # think, f, misfit, served
+    active = set(splits)
+    while active:
+        _fit_followups(model, span, replicas, thresholds, splits, arrays)
+        misfit = _computed_misfit(model, span, replicas)
+        for k in sorted(active):
+            s = splits[k]
+            assert s is not None
+            tried[k].append((s.think_s, s.followup_share, misfit.get(k, math.nan), s.twin_cached_share))
+            values = [m for _, _, m, _ in tried[k]]
+            best = int(np.nanargmin(values)) if np.isfinite(values).any() else 0
+            if len(values) - 1 - best >= THINK_PATIENCE or s.think_s * THINK_STEP < MIN_THINK_S \
+                    or not np.isfinite(values).any():
+                active.discard(k)
+                s.think_s, s.followup_share, _, s.twin_cached_share = tried[k][best]
+            else:
+                s.think_s *= THINK_STEP
+    notes: dict[int, str] = {}
+    for k, rows in tried.items():
+        s = splits[k]
         assert s is not None
-        think = (f"; the think time fitted, an upper bound: at {s.think_s:g} s the cache holds enough history "
-                 f"(halved from {DEFAULT_THINK_S:g} s, at which it could not)" if k in fitted_think else "")
-        s.followup_source = (f"fitted: the twin at {replicas} replica{'s' if replicas != 1 else ''} under "
-                             f"{model.router} serves {100 * s.twin_cached_share:.1f} % of the prompt tokens against "
-                             f"{100 * s.cached_share:.1f} % observed{think}")
-        s.think_source = "fitted" if k in fitted_think else ("given" if model.assumptions.think_s is not None
-                                                             else "assumed")
-        demand.paths[k].prefix = s
+        if not np.isfinite([m for _, _, m, _ in rows]).any():
+            notes[k] = (f"; the think time fitted, an upper bound: at {s.think_s:.3g} s the cache holds enough "
+                        f"history" + (f" (halved from {DEFAULT_THINK_S:g} s, at which it could not)" if k in halved
+                                      else "") + "; the export has no cached tokens per window to fit it closer")
+            continue
+        others = ", ".join(f"{t:.3g} s {100 * m:.0f} %" for t, _, m, _ in rows if t != s.think_s and math.isfinite(m))
+        best = min(m for _, _, m, _ in rows if math.isfinite(m))
+        notes[k] = (f"; the think time fitted, {s.think_s:.3g} s: of those at which the twin serves the observed "
+                    f"share, the one whose computed prompt tokens per minute follow the export's closest (their "
+                    f"RMS difference {100 * best:.0f} % of the export's mean" + (f"; {others}" if others else "")
+                    + ")")
+    return notes
+
+
+def _computed_misfit(model: ReplicaModel, span: Demand, replicas: int) -> dict[int, float]:
+    """Per path with per-window prefix-cache counters: the RMS difference between the twin's computed
+    prompt tokens (prompt less cached, by first token) per block of ``COMPUTED_BLOCK_S`` and the
+    export's, relative to the export's mean per block."""
+    _, out = run_twin(model, span, replicas, seed=SPLIT_SEED)
+    per = max(1, int(round(max(COMPUTED_BLOCK_S, span.window_s) / span.window_s)))
+    n_windows = len(span.replicas)
+    n_blocks = -(-n_windows // per)
+    t = out["first_token"] - WARMUP_S
+    seen = np.isfinite(t) & (t >= 0) & (t < n_windows * span.window_s)
+    at = np.zeros(len(t), dtype=np.int64)
+    at[seen] = (t[seen] // (per * span.window_s)).astype(np.int64)
+    computed = (out["prompt_tokens"] - out["cached_tokens"]).astype(float)
+    result: dict[int, float] = {}
+    for k, p in enumerate(span.paths):
+        if p.prompt_tokens is None or p.cached_tokens is None:
+            continue
+        observed = p.prompt_tokens - p.cached_tokens
+        known = np.isfinite(observed)
+        group = np.arange(n_windows) // per
+        obs = np.bincount(group[known], weights=observed[known], minlength=n_blocks)
+        counted = np.bincount(group, weights=known.astype(float), minlength=n_blocks) == per
+        mine = seen & (out["path"] == k)
+        twin = np.bincount(at[mine], weights=computed[mine], minlength=n_blocks)
+        if counted.sum() < 2 or not obs[counted].mean() > 0:
+            continue
+        result[k] = float(np.sqrt(np.mean((twin[counted] - obs[counted]) ** 2)) / obs[counted].mean())
+    return result
 
 
 def _fit_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],

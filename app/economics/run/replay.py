@@ -117,7 +117,8 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
     - a path split into a shared prefix and conversations (``PathDemand.prefix``, the "conversation"
       case: :mod:`app.economics.model.conversations`): every request starts with the prefix of
       ``shared_tokens`` (at most its prompt less its last token, in whole blocks), and the requests are
-      chained into conversations (``chain``, the draws of ``seed``) whose turns resend their history;
+      chained into conversations (``chain``, the draws of ``seed``) whose turns resend their history,
+      each copy of the observed users (``stream``: at traffic x2, two) apart;
     - otherwise (the "shared" case, or a path not split): a prefix every request of the path starts
       with (``shared_prefix``: whole KV blocks) that would serve the whole observed share. A shared
       prefix's hit rate is the same at any replica count (each replica caches it once)."""
@@ -143,11 +144,16 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
         group[mine] = np.where(held > 0, k, -1)
         tokens[mine] = held
         if split is not None and split.conversations:
-            c, h = conversations.chain(requests["arrival_s"][mine], prompt, requests["output_tokens"][mine], held,
-                                       split, block, conversations.chain_rng(seed, k))
-            turn = c >= 0
-            conv[mine[turn]] = mine[c[turn]]  # a conversation is named by its first turn's request
-            history[mine] = h
+            rng = conversations.chain_rng(seed, k)
+            streams = requests["stream"][mine] if "stream" in requests else np.zeros(len(mine), dtype=np.int16)
+            for s in np.unique(streams):  # each copy of the observed users holds its own conversations
+                part = np.flatnonzero(streams == s)
+                ids = mine[part]
+                c, h = conversations.chain(requests["arrival_s"][ids], prompt[part], requests["output_tokens"][ids],
+                                           held[part], split, block, rng)
+                turn = c >= 0
+                conv[ids[turn]] = ids[c[turn]]  # a conversation is named by its first turn's request
+                history[ids] = h
     out = {"prefix_group": group, "prefix_tokens": tokens} if (group >= 0).any() else {}
     if (conv >= 0).any():
         out |= {"prefix_group": group, "prefix_tokens": tokens, "conversation": conv, "history_tokens": history}
