@@ -4,6 +4,7 @@ read from their own counters, and the evaluation of the twin fitted on the obser
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +95,18 @@ def test_each_copy_of_the_users_holds_its_own_conversations(analysis: Analysis) 
     assert set(np.unique(twice["stream"])) == {0, 1}
     for s in (0, 1):
         assert history_share(twice, twice["stream"] == s) == pytest.approx(base, abs=0.05)
+
+
+def test_the_follow_up_share_moves_per_minute_to_the_computed_tokens(analysis: Analysis) -> None:
+    """Per minute, a factor on the follow-up share brings the twin's computed prompt tokens closer to
+    what the export's counters say the engine computed; the JSON carries its summary, not its array."""
+    split = analysis.demand.paths[0].prefix
+    assert split is not None and split.followup_by_block is not None
+    assert split.followup_block_s == 60.0 and split.followup_origin == analysis.demand.origin
+    assert len(split.followup_by_block) == -(-analysis.demand.duration_s // 60)  # the export's minutes
+    before, after = (float(x) for x in re.search(r"RMS difference (\d+) % -> (\d+) %", split.followup_source).groups())
+    assert after < before
+    summary = split.as_json()["followup_by_block"]
+    assert summary == {"blocks": len(split.followup_by_block), "block_s": 60.0, "low": split.followup_by_block.min(),
+                       "high": split.followup_by_block.max()}
+    json.dumps(split.as_json())

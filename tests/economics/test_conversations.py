@@ -124,3 +124,20 @@ def test_the_twin_serves_the_history_at_one_replica_half_of_it_at_two_and_all_of
     assert 0.35 < kept < 0.65, kept
     sticky = _served(trace, 2, "prefix_aware")
     assert (sticky - shared)[follow].clip(min=0).sum() == history.sum()
+
+
+def test_the_follow_up_factor_by_block_by_hand() -> None:
+    """Blocks of 60 s from t = 1,000 (unix): factors 0.5, 2, 0. Requests at 10 s, 70 s and 130 s after
+    an origin of 1,000 fall in blocks 0, 1 and 2; one at -5 s and one at 200 s outside (factor 1).
+    With factor 0 no request wishes to go on; the draws are those without factors."""
+    split = PrefixSplit(cached_share=0.5, conversation_share=1.0, conversation_source="given", conversation_detail="",
+                        shared_tokens=0, shared_share=0.0, followup_share=0.5, think_s=1.0,
+                        followup_by_block=np.array([0.5, 2.0, 0.0]), followup_origin=1000.0, followup_block_s=60.0)
+    assert split.factor_at(1000.0, np.array([10.0, 70.0, 130.0, -5.0, 200.0])).tolist() == [0.5, 2.0, 0.0, 1.0, 1.0]
+    # an origin 60 s later moves every request one block on
+    assert split.factor_at(1060.0, np.array([10.0, 70.0])).tolist() == [2.0, 0.0]
+    arrival = np.arange(130.0, 190.0, 1.0)  # every request in the block of factor 0 ...
+    prompt = np.full(len(arrival), 64, dtype=np.int64)
+    held = np.zeros(len(arrival), dtype=np.int64)
+    conv_, _ = conv.chain(arrival, prompt, np.full(len(arrival), 1), held, split, 16, np.random.default_rng(1), 1000.0)
+    assert (conv_ == -1).all()  # ... so no conversation has a second turn

@@ -189,11 +189,17 @@ def _chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np
 
 
 def chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray, split: PrefixSplit,
-          block: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One path's requests (sorted by arrival, seconds) as conversations: (conversation, -1 for a request
-    no later turn continues and that continues none; history tokens after the shared prefix ``held``)."""
+          block: int, rng: np.random.Generator, origin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """One path's requests (sorted by arrival, seconds after ``origin``, unix seconds) as conversations:
+    (conversation, -1 for a request no later turn continues and that continues none; history tokens
+    after the shared prefix ``held``). Where the split has a factor per block on its follow-up share
+    (``PrefixSplit.factor_at``), a request wishes to go on with ``followup_share`` x its block's factor."""
     n = len(arrival)
     wish = rng.random(n)
+    factor = split.factor_at(origin, arrival)
+    if factor is not None:  # wish < f x factor, as wish / factor < f (the same draws)
+        with np.errstate(divide="ignore"):
+            wish = np.where(factor > 0, wish / factor, np.inf)
     think = rng.exponential(split.think_s, n) if split.think_s > 0 else np.zeros(n)
     ready = np.asarray(arrival, dtype=float) + split.ttft_s + np.asarray(output, dtype=float) * split.tpot_s + think
     conv = np.empty(n, dtype=np.int64)
@@ -219,7 +225,8 @@ def chain_rng(seed: int, path: int) -> np.random.Generator:
 
 
 def followup_for(target: float, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray,
-                 split: PrefixSplit, block: int, seed: int, path: int, steps: int = 14) -> tuple[float, float]:
+                 split: PrefixSplit, block: int, seed: int, path: int, steps: int = 14, origin: float = 0.0
+                 ) -> tuple[float, float]:
     """The ``followup_share`` whose conversations hold ``target`` of ``prompt``'s tokens as history a
     cache keeping every conversation where it ran would serve (bisection, on the same draws): (share,
     the history share it gives; the most, at 1, when even that is below ``target``)."""
@@ -229,7 +236,7 @@ def followup_for(target: float, arrival: np.ndarray, prompt: np.ndarray, output:
 
     def ideal(f: float) -> float:
         conv, history = chain(arrival, prompt, output, held, replace(split, followup_share=f), block,
-                              chain_rng(seed, path))
+                              chain_rng(seed, path), origin)
         return float(history_hits(held, np.where(conv >= 0, history, 0), block).sum()) / total
 
     top = ideal(1.0)

@@ -231,14 +231,36 @@ class PrefixSplit:
     twin_cached_share: float = math.nan
     followup_source: str = ""
     think_source: str = "assumed"  # "given" (--think-time), "assumed" (DEFAULT_THINK_S) or "fitted" (an upper bound)
+    # per block of ``followup_block_s`` from ``followup_origin`` (unix seconds), a factor on
+    # ``followup_share`` (None: none): fitted so that the twin computes the prompt tokens per minute
+    # the export's counters say the engine computed (app.economics.predict.conversations)
+    followup_by_block: np.ndarray | None = field(default=None, repr=False)
+    followup_origin: float = math.nan
+    followup_block_s: float = 0.0
 
     @property
     def conversations(self) -> bool:
         """Whether the replay draws conversations for this path."""
         return self.followup_share > 0
 
+    def factor_at(self, origin: float, arrival: np.ndarray) -> np.ndarray | None:
+        """The factor on ``followup_share`` of requests arriving ``arrival`` seconds after ``origin``
+        (1 outside the fitted blocks), or None where there is none."""
+        if self.followup_by_block is None or not self.followup_block_s > 0:
+            return None
+        at = np.floor((np.asarray(arrival, dtype=float) + (origin - self.followup_origin)) / self.followup_block_s)
+        inside = (at >= 0) & (at < len(self.followup_by_block))
+        out = np.ones(len(at))
+        out[inside] = self.followup_by_block[at[inside].astype(np.int64)]
+        return out
+
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        factors = out.pop("followup_by_block")
+        out["followup_by_block"] = None if factors is None else {
+            "blocks": len(factors), "block_s": self.followup_block_s, "low": float(np.min(factors)),
+            "high": float(np.max(factors))}
+        return out
 
 
 @dataclass

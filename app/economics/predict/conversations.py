@@ -24,6 +24,9 @@ export's counters say, per window, how many prompt tokens the engine computed (p
 those the cache served), and the twin at the observed N says the same of its replay; of the think
 times at which the twin serves the observed share, the one whose computed tokens per minute follow
 the export's closest is kept (on the real engine's prefix run: 7.5 s, the trace's users think 8 s).
+Then, per minute, a factor on the follow-up share is moved until the twin computes, minute by minute,
+about the prompt tokens the engine did: a minute whose users went on with their conversations more
+than the average did is one where the engine computed less.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ MIN_THINK_S = 1.0  # the think time is not fitted below this
 THINK_STEP = 2 ** -0.5  # the think times tried below the longest that serves the observed share
 THINK_PATIENCE = 2  # tried times past the best before the search stops
 COMPUTED_BLOCK_S = 60  # the computed prompt tokens are compared per minute (or per demand window if longer)
+FOLLOW_ROUNDS = 5  # twin runs that move the follow-up share per minute
+FOLLOW_FACTOR_RANGE = (0.2, 3.0)  # the per-minute factor on the follow-up share stays within this
 
 
 def home_chance(router: str, replicas: int) -> float:
@@ -109,7 +114,8 @@ def split(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, itl_
             held = np.minimum((prompt - 1) // block * block, size)
             chance = home_chance(model.router, replicas)
             target = (p.cached_share - served) / chance
-            f, ideal = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k)
+            f, ideal = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k,
+                                          origin=span.origin)
             s.followup_share = f
             s.followup_source = (f"arithmetic: conversations holding {ideal:.1%} of the prompt tokens as history, "
                                  f"{chance:.0%} of follow-ups landing where their history is under {model.router} "
@@ -157,14 +163,15 @@ def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thr
     searched: dict[int, str] = {}
     if model.assumptions.think_s is None:
         halved = _fit_think(model, span, replicas, thresholds, splits)
-        searched = _search_think(model, span, replicas, thresholds, splits, arrays, halved)
+        searched = _search_think(model, demand, span, replicas, thresholds, splits, arrays, halved)
     else:
         _fit_followups(model, span, replicas, thresholds, splits, arrays)
+    by_block = _follow_blocks(model, demand, span, replicas, thresholds, splits, arrays)
     for k, s in splits.items():
         assert s is not None
         s.followup_source = (f"fitted: the twin at {replicas} replica{'s' if replicas != 1 else ''} under "
                              f"{model.router} serves {100 * s.twin_cached_share:.1f} % of the prompt tokens against "
-                             f"{100 * s.cached_share:.1f} % observed{searched.get(k, '')}")
+                             f"{100 * s.cached_share:.1f} % observed{searched.get(k, '')}{by_block.get(k, '')}")
         s.think_source = "fitted" if k in searched else ("given" if model.assumptions.think_s is not None
                                                           else "assumed")
         demand.paths[k].prefix = s
@@ -188,14 +195,15 @@ def _fit_followups(model: ReplicaModel, span: Demand, replicas: int, thresholds:
                 continue
             arrival, prompt, output, held = arrays(k)
             if k not in ideal:
-                ideal[k] = _ideal_at(s, arrival, prompt, output, held, block, k)
+                ideal[k] = _ideal_at(s, arrival, prompt, output, held, block, k, span.origin)
             # the history the twin served against what the conversations hold, scaled to the observed
             history_twin = twin - s.shared_share
             want = s.cached_share - s.shared_share
             target = ideal[k] * (want / history_twin if history_twin > 0 else 2.0)
             if s.followup_share >= 1.0 and target > ideal[k]:
                 continue  # every request that can continue a conversation already does
-            f, ideal[k] = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k)
+            f, ideal[k] = conv.followup_for(target, arrival, prompt, output, held, s, block, SPLIT_SEED, k,
+                                             origin=span.origin)
             if abs(f - s.followup_share) > 1e-6:
                 s.followup_share = f
                 moved = True
@@ -203,7 +211,8 @@ def _fit_followups(model: ReplicaModel, span: Demand, replicas: int, thresholds:
             break
 
 
-def _search_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
+def _search_think(model: ReplicaModel, demand: Demand, span: Demand, replicas: int,
+                  thresholds: Mapping[str, Thresholds],
                   splits: Mapping[int, PrefixSplit | None],
                   arrays: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                   halved: set[int]) -> dict[int, str]:
@@ -215,7 +224,7 @@ def _search_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: 
     active = set(splits)
     while active:
         _fit_followups(model, span, replicas, thresholds, splits, arrays)
-        misfit = _computed_misfit(model, span, replicas)
+        misfit = _computed_misfit(model, demand, span, replicas)
         for k in sorted(active):
             s = splits[k]
             assert s is not None
@@ -246,34 +255,103 @@ def _search_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: 
     return notes
 
 
-def _computed_misfit(model: ReplicaModel, span: Demand, replicas: int) -> dict[int, float]:
-    """Per path with per-window prefix-cache counters: the RMS difference between the twin's computed
-    prompt tokens (prompt less cached, by first token) per block of ``COMPUTED_BLOCK_S`` and the
-    export's, relative to the export's mean per block."""
+def _block_s(demand: Demand) -> float:
+    per = max(1, int(round(max(COMPUTED_BLOCK_S, demand.window_s) / demand.window_s)))
+    return float(per * demand.window_s)
+
+
+def _computed_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: int
+                     ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per path with per-window prefix-cache counters, the blocks of ``_block_s`` (counted from
+    ``demand``'s origin) that lie whole in ``span`` with every window known: (their index, the
+    prompt tokens the twin computed in them — prompt less cached, by first token, at the observed N
+    on ``span`` — and those the export's counters say the engine computed)."""
     _, out = run_twin(model, span, replicas, seed=SPLIT_SEED)
-    per = max(1, int(round(max(COMPUTED_BLOCK_S, span.window_s) / span.window_s)))
+    block_s = _block_s(demand)
+    per = int(round(block_s / span.window_s))
+    shift = span.origin - demand.origin  # the span's start, from the demand's
+    first = int(round(shift / span.window_s))
     n_windows = len(span.replicas)
-    n_blocks = -(-n_windows // per)
     t = out["first_token"] - WARMUP_S
     seen = np.isfinite(t) & (t >= 0) & (t < n_windows * span.window_s)
-    at = np.zeros(len(t), dtype=np.int64)
-    at[seen] = (t[seen] // (per * span.window_s)).astype(np.int64)
-    computed = (out["prompt_tokens"] - out["cached_tokens"]).astype(float)
-    result: dict[int, float] = {}
+    at = np.floor((t[seen] + shift) / block_s).astype(np.int64)
+    computed = (out["prompt_tokens"] - out["cached_tokens"]).astype(float)[seen]
+    paths = out["path"][seen]
+    group = (first + np.arange(n_windows)) // per
+    lo, n_blocks = int(group[0]), int(group[-1]) + 1
+    result: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for k, p in enumerate(span.paths):
         if p.prompt_tokens is None or p.cached_tokens is None:
             continue
         observed = p.prompt_tokens - p.cached_tokens
         known = np.isfinite(observed)
-        group = np.arange(n_windows) // per
         obs = np.bincount(group[known], weights=observed[known], minlength=n_blocks)
-        counted = np.bincount(group, weights=known.astype(float), minlength=n_blocks) == per
-        mine = seen & (out["path"] == k)
-        twin = np.bincount(at[mine], weights=computed[mine], minlength=n_blocks)
-        if counted.sum() < 2 or not obs[counted].mean() > 0:
-            continue
-        result[k] = float(np.sqrt(np.mean((twin[counted] - obs[counted]) ** 2)) / obs[counted].mean())
+        whole = np.bincount(group, weights=known.astype(float), minlength=n_blocks) == per
+        twin = np.bincount(at[paths == k], weights=computed[paths == k], minlength=n_blocks)[:n_blocks]
+        idx = np.flatnonzero(whole)
+        idx = idx[idx >= lo]
+        result[k] = (idx, twin[idx], obs[idx])
     return result
+
+
+def _misfit(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
+    """The RMS difference of the twin's computed prompt tokens per block from the export's, relative to
+    the export's mean per block (NaN: fewer than two blocks, or nothing computed)."""
+    _, twin, obs = blocks
+    if len(obs) < 2 or not obs.mean() > 0:
+        return math.nan
+    return float(np.sqrt(np.mean((twin - obs) ** 2)) / obs.mean())
+
+
+def _computed_misfit(model: ReplicaModel, demand: Demand, span: Demand, replicas: int) -> dict[int, float]:
+    """Per path with per-window prefix-cache counters: :func:`_misfit` of :func:`_computed_blocks`."""
+    return {k: _misfit(b) for k, b in _computed_blocks(model, demand, span, replicas).items()}
+
+
+def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: int,
+                   thresholds: Mapping[str, Thresholds], splits: Mapping[int, PrefixSplit | None],
+                   arrays: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict[int, str]:
+    """Per block of a minute, a factor on each path's follow-up share, moved (``FOLLOW_ROUNDS`` twin
+    runs) by how many more prompt tokens the twin computed in that block than the export says the
+    engine did (a block that computed too much needs more of its requests to go on with a
+    conversation), the total share refitted after each move (:func:`_fit_followups`). Kept where it
+    brings the twin closer; per path, how it moved, for the split's statement."""
+    block_s = _block_s(demand)
+    n_blocks = -(-len(demand.replicas) * demand.window_s // int(block_s))
+    start: dict[int, float] = {}
+    for s in splits.values():
+        assert s is not None
+        s.followup_by_block, s.followup_origin, s.followup_block_s = np.ones(n_blocks), demand.origin, block_s
+    best: dict[int, tuple[float, np.ndarray, float, float]] = {}
+    for round_ in range(FOLLOW_ROUNDS + 1):
+        blocks = _computed_blocks(model, demand, span, replicas)
+        for k, s in splits.items():
+            assert s is not None and s.followup_by_block is not None
+            if k not in blocks:
+                continue
+            misfit = _misfit(blocks[k])
+            if round_ == 0:
+                start[k] = misfit
+            if math.isfinite(misfit) and (k not in best or misfit < best[k][0]):
+                best[k] = (misfit, s.followup_by_block.copy(), s.followup_share, s.twin_cached_share)
+            if round_ < FOLLOW_ROUNDS:
+                idx, twin, obs = blocks[k]
+                ratio = np.where(obs > 0, twin / np.maximum(obs, 1.0), 1.0)
+                s.followup_by_block[idx] = np.clip(s.followup_by_block[idx] * ratio, *FOLLOW_FACTOR_RANGE)
+        if round_ < FOLLOW_ROUNDS:
+            _fit_followups(model, span, replicas, thresholds, splits, arrays)
+    notes: dict[int, str] = {}
+    for k, s in splits.items():
+        assert s is not None
+        if k not in best or not best[k][0] < start.get(k, math.nan):
+            s.followup_by_block = None
+            continue
+        misfit, factors, s.followup_share, s.twin_cached_share = best[k]
+        s.followup_by_block = factors
+        notes[k] = (f"; per minute, the follow-up share moved x{factors.min():.2g} to x{factors.max():.2g} so that the "
+                    f"twin computes the prompt tokens the export says the engine did (their RMS difference "
+                    f"{100 * start[k]:.0f} % -> {100 * misfit:.0f} % of the export's mean per minute)")
+    return notes
 
 
 def _fit_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
@@ -300,9 +378,9 @@ def _fit_think(model: ReplicaModel, span: Demand, replicas: int, thresholds: Map
 
 
 def _ideal_at(s: PrefixSplit, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray,
-              block: int, k: int) -> float:
+              block: int, k: int, origin: float) -> float:
     """The history share the split's conversations hold at its follow-up share (every turn at home)."""
-    c, h = conv.chain(arrival, prompt, output, held, s, block, conv.chain_rng(SPLIT_SEED, k))
+    c, h = conv.chain(arrival, prompt, output, held, s, block, conv.chain_rng(SPLIT_SEED, k), origin)
     total = float(np.sum(prompt))
     return float(conv.history_hits(held, np.where(c >= 0, h, 0), block).sum()) / total if total > 0 else 0.0
 

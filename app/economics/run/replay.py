@@ -150,7 +150,7 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
                 part = np.flatnonzero(streams == s)
                 ids = mine[part]
                 c, h = conversations.chain(requests["arrival_s"][ids], prompt[part], requests["output_tokens"][ids],
-                                           held[part], split, block, rng)
+                                           held[part], split, block, rng, demand.origin)
                 turn = c >= 0
                 conv[ids[turn]] = ids[c[turn]]  # a conversation is named by its first turn's request
                 history[ids] = h
