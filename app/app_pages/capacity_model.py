@@ -105,15 +105,18 @@ if run is not None:
                    "a mean of window shares). A window without prompt tokens is a gap. The hit rate is vLLM's own, "
                    "hits over lookups (`vllm:prefix_cache_queries_total`: a preempted request is looked up again).")
         tables.dataframe(model_view.prefix_split_table(analysis, totals), hide_index=True, key="prefix_split_table",
-                         height="content", column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+                         height="content", column_config={"value": st.column_config.NumberColumn(format="%.4g"),
+                                                          "source": st.column_config.TextColumn(width=150)})
         st.caption("What the twin replays the share as: a prefix every request of the path starts with (each replica "
                    "caches it once: the same hit rate at any N') and conversation history (cached where the previous "
                    "turn ran: under load-based routing (N'−1)/N' of follow-ups miss it). The metrics show only the sum, "
                    "so the split is *assumed* (the least history the prompt lengths allow) unless *given*; the follow-up "
-                   "probability is *fitted* so that the twin at the observed N serves the share *read*; the think time "
-                   "is *assumed*, or *fitted* as an upper bound where the assumed one leaves the twin short. Each is set "
-                   "by its CLI flag or under the Economics page's *Engine facts and assumptions* (Prefix cache, "
-                   "Conversation share of cached tokens, Think time between turns).")
+                   "probability is *fitted* so that the twin at the observed N serves the share *read* (again whenever the "
+                   "split or the think time changes); the think time "
+                   "is *assumed*, or *fitted* as an upper bound where the assumed one leaves the twin short. The split and "
+                   "the think time are set by their CLI flag, and the case by `--prefix-cache` (shared: the whole share "
+                   "a shared prefix; off: nothing cached), or under the Economics page's *Engine facts and assumptions* "
+                   "(Conversation share of cached tokens, Think time between turns, Prefix cache).")
 
     st.subheader(f"Residual at the observed N = {observed.replicas}")
     pct = st.column_config.NumberColumn(format="%.2f %%")

@@ -143,7 +143,7 @@ def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
         rows.append((name, "prompt tokens served from the cache at the observed N", 100 * p.cached_share,
                      "% of prompt tokens", "read", f"{_cached_counter(totals, name)} over vllm:prompt_tokens_total, "
                      "over the range the fit reads: the share the twin at the observed N is fitted to serve",
-                     f"{PREFIX_FLAGS['case']} off (the twin caches nothing)"))
+                     f"{PREFIX_FLAGS['case']} off"))
         if case == "off":
             rows.append((name, "the twin's prefix cache", math.nan, "off", "given", "every prompt token computed in "
                          "every scenario: what the cache is worth", PREFIX_FLAGS["case"]))
@@ -182,7 +182,7 @@ def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
                                 "do not show it); the twin at the observed N serves the observed share with it"}
             rows += [
                 (name, "follow-up probability", 100 * f, "% of turns followed by another", "fitted",
-                 s.followup_source, f"none: fitted again when {flag} or {PREFIX_FLAGS['think']} change"),
+                 s.followup_source, "none (fitted)"),
                 (name, "turns per conversation", 1 / (1 - f) if f < 1 else math.nan, "turns (mean)", "fitted",
                  "1 / (1 − follow-up probability)" if f < 1 else "every request that can continue a conversation does",
                  ""),
@@ -194,7 +194,9 @@ def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
                          "% of prompt tokens", "twin replay", f"the twin replaying the observed demand at "
                          f"N = {analysis.observed.replicas} under {model.router}, against {100 * p.cached_share:.1f} % "
                          "read", ""))
-    return pd.DataFrame(rows, columns=["path", "quantity", "value", "unit", "source", "how", "CLI flag"])
+    columns = ["path", "quantity", "value", "unit", "source", "how", "CLI flag"]
+    # the flag before the long "how", so that it shows without scrolling the table
+    return pd.DataFrame(rows, columns=columns)[["path", "quantity", "value", "unit", "source", "CLI flag", "how"]]
 
 
 def path_load(requests: pd.DataFrame, window_s: int, path: str) -> pd.DataFrame:

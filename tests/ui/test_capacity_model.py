@@ -83,17 +83,16 @@ def test_the_split_each_value_with_its_source_and_flag() -> None:
              SimpleNamespace(name="idle", cached_share=0.0, prefix=None),
              SimpleNamespace(name="batch", cached_share=float("nan"), prefix=None)]
     table = model_view.prefix_split_table(_analysis(paths), TOTALS)
-    assert list(table.columns) == ["path", "quantity", "value", "unit", "source", "how", "CLI flag"]
+    assert list(table.columns) == ["path", "quantity", "value", "unit", "source", "CLI flag", "how"]
     assert set(table["path"]) == {"chat", "rag", "sys", "idle"}
     chat = _rows(table, "chat")
     assert chat == {
         "prompt tokens served from the cache at the observed N": (pytest.approx(70.0), "read",
-                                                                  "--prefix-cache off (the twin caches nothing)"),
+                                                                  "--prefix-cache off"),
         "shared prefix (every request starts with it)": (256.0, "assumed", "--conversation-share"),
         "served by the shared prefix": (pytest.approx(28.0), "assumed", "--conversation-share"),
         "conversation history": (pytest.approx(60.0), "assumed", "--conversation-share"),
-        "follow-up probability": (75.0, "fitted",
-                                  "none: fitted again when --conversation-share or --think-time change"),
+        "follow-up probability": (75.0, "fitted", "none (fitted)"),
         "turns per conversation": (4.0, "fitted", ""),  # 1 / (1 - 0.75)
         "think time": (15.0, "fitted, an upper bound", "--think-time"),
         "served by the twin at the observed N (the check)": (pytest.approx(69.0), "twin replay", ""),
