@@ -1,6 +1,8 @@
 """Capacity model: the replica model read from the metrics, each parameter with its source (given,
 engine config, fitted, calibrated, assumed), the flags, the calibration and the residual at the
-observed N; the empirical load–response curve as a cross-check; Kingman and Erlang C as a thinking tool.
+observed N; the prefix cache per path (the share of prompt tokens read from the export's counters per
+minute and over the range, or what the fit assumed without them, and the split the twin replays); the
+empirical load–response curve as a cross-check; Kingman and Erlang C as a thinking tool.
 
 Reads the last run of the Economics page (session state): the analysis, and the curve
 (``crosscheck.load_response``) and queueing view (``crosscheck.queueing_view``) computed with it; without
@@ -82,6 +84,40 @@ if run is not None:
     for note in model.notes + analysis.demand.notes:
         left.caption(note)
 
+    st.subheader("Prefix cache, per path")
+    window_s = model_view.CACHED_SHARE_WINDOW_S
+    windows, totals = cache.cached_share(db, tuple(spec["datasets"]), window_s, tuple(spec["path_labels"]),
+                                         tuple(tuple(r) for r in spec["rules"]))
+    read, missing = model_view.prefix_cache_paths(totals, [p.name for p in analysis.demand.paths])
+    if missing:
+        st.info(model_view.no_counter_statement(missing, every_path=not read))
+    if read:
+        st.plotly_chart(charts.cached_share_over_time(windows[windows["path"].isin(read)], totals, window_s),
+                        key="cached_share_chart", width="stretch")
+        pct = st.column_config.NumberColumn(format="%.2f %%")
+        count = st.column_config.NumberColumn(format="%,.0f")
+        tables.dataframe(model_view.prefix_cache_totals_table(totals, read), hide_index=True, key="prefix_cache_totals",
+                         column_config={"cached %": pct, "hit rate %": pct, **dict.fromkeys(
+                             ("prompt tokens", "cached tokens", "lookups", "hits", "windows read"), count)})
+        st.caption(f"**Read from the export**, exact: per {window_s // 60}-minute window the ratio of counter "
+                   "increases, `vllm:prefix_cache_hits_total` (else `vllm:prompt_tokens_cached_total`) over "
+                   "`vllm:prompt_tokens_total`; dashed, and in the table, the ratio of their sums over the range (not "
+                   "a mean of window shares). A window without prompt tokens is a gap. The hit rate is vLLM's own, "
+                   "hits over lookups (`vllm:prefix_cache_queries_total`: a preempted request is looked up again).")
+        tables.dataframe(model_view.prefix_split_table(analysis, totals), hide_index=True, key="prefix_split_table",
+                         height="content", column_config={"value": st.column_config.NumberColumn(format="%.4g"),
+                                                          "source": st.column_config.TextColumn(width=150)})
+        st.caption("What the twin replays the share as: a prefix every request of the path starts with (each replica "
+                   "caches it once: the same hit rate at any N') and conversation history (cached where the previous "
+                   "turn ran: under load-based routing (N'−1)/N' of follow-ups miss it). The metrics show only the sum, "
+                   "so the split is *assumed* (the least history the prompt lengths allow) unless *given*; the follow-up "
+                   "probability is *fitted* so that the twin at the observed N serves the share *read* (again whenever the "
+                   "split or the think time changes); the think time "
+                   "is *assumed*, or *fitted* as an upper bound where the assumed one leaves the twin short. The split and "
+                   "the think time are set by their CLI flag, and the case by `--prefix-cache` (shared: the whole share "
+                   "a shared prefix; off: nothing cached), or under the Economics page's *Engine facts and assumptions* "
+                   "(Conversation share of cached tokens, Think time between turns, Prefix cache).")
+
     st.subheader(f"Residual at the observed N = {observed.replicas}")
     pct = st.column_config.NumberColumn(format="%.2f %%")
     errors = model_view.model_error_table(analysis)
@@ -110,7 +146,10 @@ if run is not None:
         st.info(f"**Thinking tool, not the estimator.** {queue['note']}. A batching, preempting server is not "
                 "an M/M/c queue; the formulas show why waiting explodes near saturation and how variability and "
                 "pooling matter, and the twin replay is what prices the scenarios.")
-        st.plotly_chart(charts.kingman_terms(queue["kingman"]), key="kingman_chart", width="stretch")
+        if queue["kingman"]:
+            st.plotly_chart(charts.kingman_terms(queue["kingman"]), key="kingman_chart", width="stretch")
+        else:
+            st.caption("Kingman per hour: the export holds no whole hour (Erlang C below is at its mean rate).")
         st.plotly_chart(charts.erlang_c(queue["erlang_c"]), key="erlang_chart", width="stretch")
         st.caption(f"Service rate per replica μ = {queue['service_rate_per_replica']:.2f} requests/s; "
                    f"c²s = {queue['service_cs2']:.2f} (output lengths); c²a per hour = index of dispersion of the "

@@ -32,6 +32,7 @@ from app.economics.check.crosscheck import CURVE_WINDOW_S
 from app.economics.decide import policy_file, routing
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.decide.policies import PolicyPrediction
+from app.economics.model import demand
 from app.economics.predict.scenarios import Analysis, Prediction, Scenario
 from app.promise.screen import ScreenTables
 from app.promise.screen import evaluate as evaluate_screen
@@ -250,6 +251,16 @@ def scenarios(db: str, replay_key: str, grid: Sequence[Scenario],
     inputs = ScenarioInputs.from_replay_key(replay_key)
     return _replays().replayed(db, replay_key, grid, lambda missing, keep: inputs.predict(
         analysis(db, replay_key), missing, on_run=on_run, on_scenario=keep), on_wait=on_wait)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the prefix-cache counters (once per datasets and path mapping)…")
+def cached_share(db: str, dataset_ids: tuple[int, ...], window_s: int, path_labels: tuple[str, ...],
+                 rules: tuple[tuple[str, str], ...]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The share of prompt tokens the prefix cache served, per window and path and over the range
+    (``demand.cached_share_by_window`` and ``cached_share_totals``), read on a cube of the four counters
+    alone (``rules`` is in the key so a new mapping reads a new cube)."""
+    windows = demand.cached_share_by_window(workspace(db), list(dataset_ids), list(path_labels), window_s)
+    return windows, demand.cached_share_totals(windows)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

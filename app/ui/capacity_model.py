@@ -1,5 +1,6 @@
 """The Capacity model page's logic: the fitted replica model with each parameter's source, the
-model's error at the observed fleet size, and the load axis of the empirical cross-check."""
+model's error at the observed fleet size, the prefix cache per path (the share read from the export and
+the split the twin replays), and the load axis of the empirical cross-check."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from app.economics.decide import decision
 from app.economics.decide.inputs import ScenarioInputs
 from app.economics.model.capacity import parameter_value
+from app.economics.model.demand import DEFAULT_THINK_S, DEMAND_WINDOW_S
+from app.escape import md
 from app.ui import economics as economics_view
 from app.ui.units import ms, pct
 
@@ -77,6 +81,122 @@ def model_error_table(analysis: Any) -> pd.DataFrame:
 def model_flags(analysis: Any) -> list[str]:
     """Every flag of the analysis in words (the same the CLI prints)."""
     return [f"{f.path or 'every path'}: {f.message}" for f in analysis.flags]
+
+
+CACHED_SHARE_WINDOW_S = DEMAND_WINDOW_S  # the chart's window: the demand's own at scrapes of 15 s and more
+# where each prefix-cache assumption is set: the CLI flag (the Economics page's "Engine facts and
+# assumptions" holds the same fields)
+PREFIX_FLAGS = {"case": "--prefix-cache", "conversation": "--conversation-share", "think": "--think-time"}
+
+
+def prefix_cache_paths(totals: pd.DataFrame, paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The analysed ``paths`` split by whether the export has a prefix-cache counter for them
+    (``cached_share_totals``' rows): (read, without counter)."""
+    read = set(totals.loc[totals["windows"] > 0, "path"]) if len(totals) else set()
+    return [p for p in paths if p in read], [p for p in paths if p not in read]
+
+
+def no_counter_statement(paths: Sequence[str], every_path: bool) -> str:
+    """What the export lacks for ``paths`` and what the fit assumed instead (Markdown; names escaped)."""
+    names = ", ".join(f"**{md(p)}**" for p in paths)
+    text = (f"**No prefix-cache counter** for {names} in the export: neither `vllm:prefix_cache_queries_total` "
+            "and `vllm:prefix_cache_hits_total` (vLLM V1 0.9.2+; `vllm:gpu_prefix_cache_*` before 0.12) nor "
+            "`vllm:prompt_tokens_cached_total` (0.16+). The fit **assumed no prefix caching**: every prompt token "
+            "counts as computed, so the hits a cache had, if any, are absorbed into the fitted prefill rate (a "
+            "faster prefill per token than the engine's), and the twin caches nothing (no shared prefix, no "
+            "conversations).")
+    if every_path:
+        text += " What prefix-aware routing is worth cannot be priced without these counters."
+    return text
+
+
+def prefix_cache_totals_table(totals: pd.DataFrame, paths: Sequence[str]) -> pd.DataFrame:
+    """The share over the range per path of ``paths`` (``cached_share_totals``), as the page shows it."""
+    t = totals.set_index("path").loc[list(paths)].reset_index()
+    return pd.DataFrame({
+        "path": t["path"], "prompt tokens": t["prompt_tokens"], "cached tokens": t["cached_tokens"],
+        "cached %": 100 * t["cached_share"], "lookups": t["queries"], "hits": t["hits"],
+        "hit rate %": 100 * t["hit_rate"], "windows read": t["windows"],
+    })
+
+
+def _cached_counter(totals: pd.DataFrame, path: str) -> str:
+    """The counter a path's cached tokens were read from (the demand's: the local cache's hits first)."""
+    row = totals[totals["path"] == path]
+    hits = len(row) and pd.notna(row["hits"].iloc[0])
+    return "vllm:prefix_cache_hits_total" if hits else "vllm:prompt_tokens_cached_total"
+
+
+def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
+    """Per path whose export shows the prefix cache: the share the fit read, and what the twin replays it
+    as (``PathDemand.prefix``: the shared prefix and the conversation history, the follow-up probability
+    and the think time), each with its source (read, given, assumed, fitted) and the CLI flag that sets
+    it. Values in their unit (tokens, %, s)."""
+    model = analysis.model
+    case = model.assumptions.prefix_cache or "conversation"
+    block = model.block_size
+    rows: list[tuple[str, str, float, str, str, str, str]] = []
+    for p in analysis.demand.paths:
+        if not math.isfinite(p.cached_share):
+            continue  # no counter: the page says so beside the chart
+        name, s = p.name, p.prefix
+        rows.append((name, "prompt tokens served from the cache at the observed N", 100 * p.cached_share,
+                     "% of prompt tokens", "read", f"{_cached_counter(totals, name)} over vllm:prompt_tokens_total, "
+                     "over the range the fit reads: the share the twin at the observed N is fitted to serve",
+                     f"{PREFIX_FLAGS['case']} off"))
+        if case == "off":
+            rows.append((name, "the twin's prefix cache", math.nan, "off", "given", "every prompt token computed in "
+                         "every scenario: what the cache is worth", PREFIX_FLAGS["case"]))
+            continue
+        if not p.cached_share > 0:
+            rows.append((name, "shared prefix and conversation history", math.nan, "none", "read",
+                         "the cache served no prompt token: nothing to split", ""))
+            continue
+        if s is None:
+            how = ("the whole observed share is a prefix every request starts with, as long as it must be (whole KV "
+                   "blocks) for the drawn prompts: the same hit rate at any N' and under any router; no conversations"
+                   if case == "shared" else f"not replayed: {model.sources['prefix_cache'].detail}")
+            rows.append((name, "shared prefix's part of the cached tokens", 100.0 if case == "shared" else math.nan,
+                         "% of the cached tokens", "given" if case == "shared" else "", how, PREFIX_FLAGS["case"]))
+            continue
+        kind, flag = s.conversation_source, PREFIX_FLAGS["conversation"]
+        how_size = ("the longest that the path's short prompts (1 % quantile) allow" if kind == "assumed"
+                    else "what the given conversation share leaves")
+        rows += [
+            (name, "shared prefix (every request starts with it)", float(s.shared_tokens), "tokens", kind,
+             f"{how_size}; each request holds it up to its prompt less one token, in whole KV blocks of {block}", flag),
+            (name, "served by the shared prefix", 100 * s.shared_share, "% of prompt tokens", kind,
+             "the same at any N' and under any router (each replica caches it once)", flag),
+            (name, "conversation history", 100 * s.conversation_share, "% of the cached tokens", kind,
+             s.conversation_detail, flag),
+        ]
+        if not s.conversations:
+            rows.append((name, "follow-up probability", 0.0, "% of turns followed by another", kind,
+                         "no conversation history: no follow-up turns", flag))
+        else:
+            f = s.followup_share
+            think = {"fitted": f"halved from {DEFAULT_THINK_S:g} s until the twin at the observed N held enough "
+                               "history: the next turn comes at most this long after an answer, on average",
+                     "given": "as given",
+                     "assumed": f"{DEFAULT_THINK_S:g} s, a person reading an answer and writing the next (the metrics "
+                                "do not show it); the twin at the observed N serves the observed share with it"}
+            rows += [
+                (name, "follow-up probability", 100 * f, "% of turns followed by another", "fitted",
+                 s.followup_source, "none (fitted)"),
+                (name, "turns per conversation", 1 / (1 - f) if f < 1 else math.nan, "turns (mean)", "fitted",
+                 "1 / (1 − follow-up probability)" if f < 1 else "every request that can continue a conversation does",
+                 ""),
+                (name, "think time", s.think_s, "s (mean, exponential)", decision.THINK_SOURCES.get(s.think_source, s.think_source),
+                 think.get(s.think_source, ""), PREFIX_FLAGS["think"]),
+            ]
+        if math.isfinite(s.twin_cached_share):
+            rows.append((name, "served by the twin at the observed N (the check)", 100 * s.twin_cached_share,
+                         "% of prompt tokens", "twin replay", f"the twin replaying the observed demand at "
+                         f"N = {analysis.observed.replicas} under {model.router}, against {100 * p.cached_share:.1f} % "
+                         "read", ""))
+    columns = ["path", "quantity", "value", "unit", "source", "how", "CLI flag"]
+    # the flag before the long "how", so that it shows without scrolling the table
+    return pd.DataFrame(rows, columns=columns)[["path", "quantity", "value", "unit", "source", "CLI flag", "how"]]
 
 
 def path_load(requests: pd.DataFrame, window_s: int, path: str) -> pd.DataFrame:

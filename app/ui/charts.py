@@ -315,3 +315,31 @@ def routing_curve(frame: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="joint breach share (%)", secondary_y=False)
     fig.update_yaxes(title_text="prompt tokens served from the prefix cache (%)", secondary_y=True)
     return fig
+
+
+def cached_share_over_time(windows: pd.DataFrame, totals: pd.DataFrame, window_s: int) -> go.Figure:
+    """Per path that exports a prefix-cache counter: the share of its prompt tokens the cache served in
+    each window (``demand__cached_share_by_window``; a gap where the window had no prompt token), and its
+    share over the whole range dashed (``cached_share_totals``: the ratio of the sums)."""
+    fig = go.Figure()
+    overall = totals.set_index("path")["cached_share"]
+    read = windows[windows["cached_tokens"].notna()]
+    for path, part in read.groupby("path", sort=True):
+        x, rows = on_grid(part[["window_start", "cached_share"]], window_s)
+        name = plotly_text(path)
+        fig.add_trace(go.Scatter(**x, y=percent_of(rows, "cached_share"), name=f"{name} per window",
+                                 mode="lines+markers" if len(part) <= 30 else "lines", connectgaps=False,
+                                 legendgroup=name,
+                                 hovertemplate="%{x}<br>%{y:.1f} % of prompt tokens<extra>" + name + "</extra>"))
+        share = float(overall.get(path, np.nan))
+        if np.isfinite(share):
+            first, last = part["window_start"].min(), part["window_start"].max() + pd.Timedelta(seconds=window_s)
+            fig.add_trace(go.Scatter(x=[first, last], y=[100 * share, 100 * share], mode="lines",
+                                     name=f"{name} over the range ({100 * share:.1f} %)", line={"dash": "dash"},
+                                     legendgroup=name,
+                                     hovertemplate="%{y:.2f} % over the range<extra>" + name + "</extra>"))
+    fig.update_layout(title="Prompt tokens served from the prefix cache (read from the export)",
+                      xaxis_title="window start (UTC)", xaxis_type="date",
+                      yaxis_title="prompt tokens served from the cache (%)", yaxis={"rangemode": "tozero"},
+                      legend_title="path", margin=MARGIN)
+    return fig

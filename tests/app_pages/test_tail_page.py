@@ -96,7 +96,8 @@ def test_the_capacity_model_page_fits_and_shows_the_model_on_open() -> None:
     parameter with its source, the residual at the observed N and the load-response curve."""
     at = goto(open_app(), "capacity_model")
     assert not [w.value for w in at.warning if "cannot be fitted" in w.value]
-    assert [s.value for s in at.subheader][:2] == ["One replica, read from the metrics", "Residual at the observed N = 4"]
+    assert [s.value for s in at.subheader][:3] == ["One replica, read from the metrics", "Prefix cache, per path",
+                                                   "Residual at the observed N = 4"]
     assert any(c.value.startswith("Fitted on open with the Economics page's inputs") for c in at.caption)
     model = [d.value for d in at.dataframe if "quantity" in d.value.columns][0]
     assert {"KV capacity", "max_num_seqs"} <= set(model["quantity"])

@@ -121,6 +121,9 @@ def test_journey_data_promise_economics(app_url: str, scratch: dict[str, Path]) 
             timeout=SLOW)
         expect(page.get_by_text(re.compile("Source: \\*?given"))).to_be_visible(timeout=SLOW)
         expect(page.get_by_text("Isotonic fits of the per-window joint share")).to_be_visible(timeout=SLOW)
+        # the sample exports no prefix-cache counter: said, with what the fit assumed, and no chart of zeros
+        expect(page.get_by_text(re.compile("No prefix-cache counter for .* assumed no prefix caching"))).to_be_visible(
+            timeout=SLOW)
         page.screenshot(path=str(shots / "4-capacity-model.png"))
 
         # 6. Tail: the attribution, the signals and the rule; then the twin of the Economics run

@@ -157,3 +157,28 @@ def test_queueing_figures_are_labelled_thinking_tools() -> None:
     assert list(erl.data[1].y) == pytest.approx([0.6428571428571429, 0.1])
     assert erl.layout.yaxis.title.text == "probability of waiting (%)"
     assert erl.layout.yaxis2.title.text == "mean wait (s)"
+
+
+def test_cached_share_over_time_per_window_with_the_range_dashed() -> None:
+    """The per-window table of ``demand__cached_share_by_window`` (its hand-computed test's): a line per
+    path that exports a prefix-cache counter (batch has none: no line of zeros), gaps where a window had no
+    prompt token, and the share over the range dashed at the ratio of the sums."""
+    starts = [ts(-60), ts(0), ts(60), ts(120)]
+    nan = np.nan
+    windows = pd.DataFrame({
+        "window_start": starts * 3, "path": ["batch"] * 4 + ["chat"] * 4 + ["rag"] * 4,
+        "prompt_tokens": [0, 100, 200, 0, 0, 1000, 1000, 0, 0, 400, 400, 100],
+        "cached_tokens": [nan] * 4 + [0, 500, 300, 0, 0, 200, 160, 0],
+        "cached_share": [nan] * 4 + [nan, 0.5, 0.3, nan, nan, 0.5, 0.4, 0.0]})
+    totals = pd.DataFrame({"path": ["batch", "chat", "rag"], "cached_share": [nan, 0.4, 0.4]})
+    fig = charts.cached_share_over_time(windows, totals, 60)
+    assert [t.name for t in fig.data] == ["chat per window", "chat over the range (40.0 %)", "rag per window",
+                                          "rag over the range (40.0 %)"]
+    chat, chat_range, rag, _ = fig.data
+    assert chat.x0 == ts(-60).strftime("%Y-%m-%d %H:%M:%S") and chat.dx == 60_000 and chat.connectgaps is False
+    assert np.isnan(chat.y[[0, 3]]).all() and list(chat.y[1:3]) == [50.0, 30.0]
+    assert list(rag.y[1:]) == [50.0, 40.0, 0.0]
+    assert list(chat_range.y) == [40.0, 40.0] and chat_range.line.dash == "dash"
+    assert list(chat_range.x) == [ts(-60), ts(180)]  # from the first window's start to the last one's end
+    assert fig.layout.yaxis.title.text == "prompt tokens served from the cache (%)"
+    assert "read from the export" in fig.layout.title.text and "UTC" in fig.layout.xaxis.title.text

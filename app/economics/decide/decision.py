@@ -180,6 +180,10 @@ ENGINE_FACTS = (("router", "router", "--router"), ("max_num_seqs", "batch cap ma
                 ("max_model_len", "max_model_len", "--max-model-len"), ("block_size", "KV block size", "--block-size"))
 
 
+# how a path's think time was obtained (``PrefixSplit.think_source``), in words: fitted only as an upper bound
+THINK_SOURCES = {"fitted": "fitted, an upper bound", "given": "given", "assumed": "assumed"}
+
+
 def stated_assumptions(analysis: Analysis) -> list[str]:
     """What the twin runs on that the metrics cannot show or did not show, in words, with where each
     value came from (each engine fact is settable: CLI flags or the dashboard)."""
@@ -197,10 +201,11 @@ def stated_assumptions(analysis: Analysis) -> list[str]:
         split = p.prefix
         if split is None:
             continue
+        think = "given" if m.assumptions.think_s is not None else THINK_SOURCES.get(split.think_source, "assumed")
         out.append(f"{p.name}: of the {split.cached_share:.1%} of prompt tokens the prefix cache served (measured), "
                    f"{split.conversation_share:.0%} conversation history ({split.conversation_source}: "
                    f"{split.conversation_detail}); follow-up turns {split.think_s:g} s after the previous answer "
-                   f"(think time, {'given' if m.assumptions.think_s is not None else 'assumed'}; --think-time), "
+                   f"(think time, {think}; --think-time), "
                    f"{split.followup_share:.0%} of requests continuing a conversation ({split.followup_source})")
     running_max = m.observed.get("running_max", math.nan)
     if math.isfinite(running_max):

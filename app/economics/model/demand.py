@@ -45,6 +45,9 @@ LENGTH_BLOCK_S = 300  # length mixes are pooled over 5 minutes (lengths are obse
 DEMAND_SIGNALS = ("ttft", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens", "generation_tokens",
                   "prefix_cache_hits_total", "prompt_tokens_cached_total")
 DEMAND_BUCKETS = ("prompt_tokens", "generation_tokens")  # of the TTFT histogram the demand reads count and sum
+# the counters of the prefix cache's share per window (``cached_share_by_window``): its cube holds these only
+PREFIX_SIGNALS = ("prompt_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
+                  "prompt_tokens_cached_total")
 DEFAULT_THINK_S = 30.0  # a person reads an answer and writes the next message: the metrics do not show it
 ASSUMED_MEAN = {"prompt_tokens": 1000.0, "generation_tokens": 250.0}  # without histogram or counter
 SAMPLE_CHUNK = 1 << 18  # requests whose lengths are drawn at once (a dozen temporaries each)
@@ -448,6 +451,35 @@ def observed_demand(ws: Workspace, dataset_ids: list[int], path_labels: list[str
     replicas = pd.Series(replicas).replace(0, np.nan).ffill().bfill().to_numpy()
     return Demand(origin=float(grid[0].timestamp()), window_s=window_s, paths=paths,
                   replicas=replicas, notes=notes, flags=flags)
+
+
+def cached_share_by_window(ws: Workspace, dataset_ids: list[int], path_labels: list[str],
+                           window_s: int = DEMAND_WINDOW_S) -> pd.DataFrame:
+    """Per window of ``window_s`` and path, the share of prompt tokens the prefix cache served, read from
+    the export's counters (``demand__cached_share_by_window``) on a cube of ``PREFIX_SIGNALS`` only
+    (built once per datasets, window and path mapping). No row for a path without a prompt-token or
+    prefix-cache counter; ``cached_tokens`` null where the path exports no prefix-cache counter."""
+    cube_id = ensure_cube(ws, dataset_ids, window_s, path_labels, signals=PREFIX_SIGNALS)
+    return sql.df(ws.cursor(), "demand__cached_share_by_window", cube_id=cube_id)
+
+
+def cached_share_totals(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per path over the range of ``cached_share_by_window``'s rows: the prompt and cached tokens of the
+    windows that export both and their ratio (the exact share: token-weighted, not a mean of window
+    shares), the cache's lookups and hits and their ratio, and the windows the share is read from. A
+    path without prefix-cache counter has ``cached_share`` NaN and no window."""
+    both = windows["prompt_tokens"].notna() & windows["cached_tokens"].notna()
+    lookups = windows["queries"].notna() & windows["hits"].notna()
+    parts = windows.assign(prompt_tokens=windows["prompt_tokens"].where(both),
+                           cached_tokens=windows["cached_tokens"].where(both),
+                           queries=windows["queries"].where(lookups), hits=windows["hits"].where(lookups))
+    g = parts.groupby("path", sort=True)
+    out = pd.DataFrame({c: g[c].sum(min_count=1) for c in ("prompt_tokens", "cached_tokens", "queries", "hits")})
+    out["windows"] = g["cached_tokens"].count()
+    out["cached_share"] = (out["cached_tokens"] / out["prompt_tokens"]).where(out["prompt_tokens"] > 0)
+    out["hit_rate"] = (out["hits"] / out["queries"]).where(out["queries"] > 0)
+    cols = ["path", "prompt_tokens", "cached_tokens", "cached_share", "queries", "hits", "hit_rate", "windows"]
+    return out.reset_index()[cols] if len(out) else pd.DataFrame(columns=cols)
 
 
 def shared_prefix(prompt: np.ndarray, share: float, block: int) -> tuple[int, np.ndarray]:
