@@ -175,8 +175,10 @@ def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
                          "no conversation history: no follow-up turns", flag))
         else:
             f = s.followup_share
-            think = {"fitted": f"halved from {DEFAULT_THINK_S:g} s until the twin at the observed N held enough "
-                               "history: the next turn comes at most this long after an answer, on average",
+            think = {"fitted": "of the think times at which the twin at the observed N serves the observed share, "
+                               "the one whose computed prompt tokens per minute follow the export's closest",
+                     "bound": f"halved from {DEFAULT_THINK_S:g} s until the twin at the observed N held enough "
+                              "history: the next turn comes at most this long after an answer, on average",
                      "given": "as given",
                      "assumed": f"{DEFAULT_THINK_S:g} s, a person reading an answer and writing the next (the metrics "
                                 "do not show it); the twin at the observed N serves the observed share with it"}

@@ -71,7 +71,7 @@ def _rows(table: pd.DataFrame, path: str) -> dict[str, tuple]:
 
 
 def test_the_split_each_value_with_its_source_and_flag() -> None:
-    """chat: split assumed (the least history), follow-ups fitted, think time fitted as an upper bound; rag:
+    """chat: split assumed (the least history), follow-ups fitted, think time fitted per minute; rag:
     both given, its cached tokens read from prompt_tokens_cached (no hits counter); sys: no history, so no
     follow-up; idle: the cache served nothing; batch: no counter, no row (the page says so above)."""
     paths = [SimpleNamespace(name="chat", cached_share=0.7, prefix=_split()),
@@ -94,7 +94,7 @@ def test_the_split_each_value_with_its_source_and_flag() -> None:
         "conversation history": (pytest.approx(60.0), "assumed", "--conversation-share"),
         "follow-up probability": (75.0, "fitted", "none (fitted)"),
         "turns per conversation": (4.0, "fitted", ""),  # 1 / (1 - 0.75)
-        "think time": (15.0, "fitted, an upper bound", "--think-time"),
+        "think time": (15.0, "fitted on the computed prompt tokens per minute", "--think-time"),
         "served by the twin at the observed N (the check)": (pytest.approx(69.0), "twin replay", ""),
     }
     how = table[table["path"] == "chat"].set_index("quantity")["how"]

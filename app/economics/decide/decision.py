@@ -180,8 +180,9 @@ ENGINE_FACTS = (("router", "router", "--router"), ("max_num_seqs", "batch cap ma
                 ("max_model_len", "max_model_len", "--max-model-len"), ("block_size", "KV block size", "--block-size"))
 
 
-# how a path's think time was obtained (``PrefixSplit.think_source``), in words: fitted only as an upper bound
-THINK_SOURCES = {"fitted": "fitted, an upper bound", "given": "given", "assumed": "assumed"}
+# how a path's think time was obtained (``PrefixSplit.think_source``), in words
+THINK_SOURCES = {"fitted": "fitted on the computed prompt tokens per minute", "bound": "fitted, an upper bound",
+                 "given": "given", "assumed": "assumed"}
 
 
 def stated_assumptions(analysis: Analysis) -> list[str]:

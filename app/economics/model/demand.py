@@ -233,7 +233,9 @@ class PrefixSplit:
     tpot_s: float = 0.0
     twin_cached_share: float = math.nan
     followup_source: str = ""
-    think_source: str = "assumed"  # "given" (--think-time), "assumed" (DEFAULT_THINK_S) or "fitted" (an upper bound)
+    # "given" (--think-time), "assumed" (DEFAULT_THINK_S), "fitted" (on the computed prompt tokens per
+    # minute) or "bound" (fitted as an upper bound, where the export has no cached tokens per window)
+    think_source: str = "assumed"
     # per block of ``followup_block_s`` from ``followup_origin`` (unix seconds), a factor on
     # ``followup_share`` (None: none): fitted so that the twin computes the prompt tokens per minute
     # the export's counters say the engine computed (app.economics.predict.conversations)

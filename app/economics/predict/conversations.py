@@ -172,8 +172,8 @@ def refine(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, thr
         s.followup_source = (f"fitted: the twin at {replicas} replica{'s' if replicas != 1 else ''} under "
                              f"{model.router} serves {100 * s.twin_cached_share:.1f} % of the prompt tokens against "
                              f"{100 * s.cached_share:.1f} % observed{searched.get(k, '')}{by_block.get(k, '')}")
-        s.think_source = "fitted" if k in searched else ("given" if model.assumptions.think_s is not None
-                                                          else "assumed")
+        if k not in searched:  # _search_think set it: "fitted" (per minute) or "bound" (an upper bound)
+            s.think_source = "given" if model.assumptions.think_s is not None else "assumed"
         demand.paths[k].prefix = s
 
 
@@ -228,11 +228,16 @@ def _search_think(model: ReplicaModel, demand: Demand, span: Demand, replicas: i
         for k in sorted(active):
             s = splits[k]
             assert s is not None
-            tried[k].append((s.think_s, s.followup_share, misfit.get(k, math.nan), s.twin_cached_share))
+            # a think time counts only where its follow-up share serves the observed share (shorter is not
+            # always more: a follow-up sent before its previous answer is out finds no history cached)
+            served = _close(s.twin_cached_share, s.cached_share)
+            tried[k].append((s.think_s, s.followup_share, misfit.get(k, math.nan) if served else math.nan,
+                             s.twin_cached_share))
             values = [m for _, _, m, _ in tried[k]]
-            best = int(np.nanargmin(values)) if np.isfinite(values).any() else 0
-            if len(values) - 1 - best >= THINK_PATIENCE or s.think_s * THINK_STEP < MIN_THINK_S \
-                    or not np.isfinite(values).any():
+            found = bool(np.isfinite(values).any())
+            best = int(np.nanargmin(values)) if found else 0
+            if k not in misfit or (found and len(values) - 1 - best >= THINK_PATIENCE) \
+                    or s.think_s * THINK_STEP < MIN_THINK_S:
                 active.discard(k)
                 s.think_s, s.followup_share, _, s.twin_cached_share = tried[k][best]
             else:
@@ -241,10 +246,14 @@ def _search_think(model: ReplicaModel, demand: Demand, span: Demand, replicas: i
     for k, rows in tried.items():
         s = splits[k]
         assert s is not None
+        s.think_source = "fitted"
         if not np.isfinite([m for _, _, m, _ in rows]).any():
+            s.think_source = "bound"
+            why = ("the export has no cached tokens per window to fit it closer" if len(rows) == 1 else
+                   "no shorter one served the observed share, so the computed tokens per minute could not choose")
             notes[k] = (f"; the think time fitted, an upper bound: at {s.think_s:.3g} s the cache holds enough "
                         f"history" + (f" (halved from {DEFAULT_THINK_S:g} s, at which it could not)" if k in halved
-                                      else "") + "; the export has no cached tokens per window to fit it closer")
+                                      else "") + f"; {why}")
             continue
         others = ", ".join(f"{t:.3g} s {100 * m:.0f} %" for t, _, m, _ in rows if t != s.think_s and math.isfinite(m))
         best = min(m for _, _, m, _ in rows if math.isfinite(m))
@@ -315,10 +324,12 @@ def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: 
     runs) by how many more prompt tokens the twin computed in that block than the export says the
     engine did (a block that computed too much needs more of its requests to go on with a
     conversation), the total share refitted after each move (:func:`_fit_followups`). Kept where it
-    brings the twin closer; per path, how it moved, for the split's statement."""
+    brings the twin closer with the total share still served; per path, how it moved, for the split's
+    statement."""
     block_s = _block_s(demand)
     n_blocks = -(-len(demand.replicas) * demand.window_s // int(block_s))
     start: dict[int, float] = {}
+    initial: dict[int, tuple[float, float]] = {}  # each path's follow-up share and served share before
     for s in splits.values():
         assert s is not None
         s.followup_by_block, s.followup_origin, s.followup_block_s = np.ones(n_blocks), demand.origin, block_s
@@ -332,7 +343,9 @@ def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: 
             misfit = _misfit(blocks[k])
             if round_ == 0:
                 start[k] = misfit
-            if math.isfinite(misfit) and (k not in best or misfit < best[k][0]):
+                initial[k] = (s.followup_share, s.twin_cached_share)
+            held = round_ == 0 or _close(s.twin_cached_share, s.cached_share)  # the total share still served
+            if math.isfinite(misfit) and held and (k not in best or misfit < best[k][0]):
                 best[k] = (misfit, s.followup_by_block.copy(), s.followup_share, s.twin_cached_share)
             if round_ < FOLLOW_ROUNDS:
                 idx, twin, obs = blocks[k]
@@ -345,6 +358,8 @@ def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: 
         assert s is not None
         if k not in best or not best[k][0] < start.get(k, math.nan):
             s.followup_by_block = None
+            if k in initial:
+                s.followup_share, s.twin_cached_share = initial[k]
             continue
         misfit, factors, s.followup_share, s.twin_cached_share = best[k]
         s.followup_by_block = factors
