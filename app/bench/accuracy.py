@@ -15,14 +15,20 @@ traffic and context multipliers.
 The prefix family (``caches_prefixes``): fleets whose engines cache prefixes as vLLM V1 does and whose
 paths share tokens — a system prompt per path, conversations whose follow-up turns resend the earlier
 turns and answers (``app.engine.trace.Conversations``). The fit reads the cached share from the export
-and replays it as the "shared" case (a prefix every request of a path holds); the truth replays the
-conversations themselves, so what N' does to their hits (under load-based routing a follow-up finds
-its history on its replica about 1/N' of the time) is in the truth and not in that case. Their rows
-carry the cached share read and the true one, and the truth behind ``ROUTING_TRUTH`` (prefix-aware
-routing) at the same scenario: the data a routing comparison is judged by.
+and replays the conversation case with its default split (a prefix every request of a path starts
+with, as long as the path's short prompts allow; the rest conversation history, its follow-ups fitted);
+the truth replays the fleet's own conversations, so what N' and routing do to their hits (under
+load-based routing a follow-up finds its history on its replica about 1/N' of the time) is in the
+truth whatever the split assumed. Their rows carry the cached share read and the true one, and the
+truth behind ``ROUTING_TRUTH`` (prefix-aware routing) at the same scenario; each fit's routing row
+(:func:`routing_row`, as ``headroom scenarios --routing`` prices it) is judged against both truths.
 
     python -m app.bench.accuracy [--fleets NAME,...] [--kinds full,minimal] [--seeds 3]
                                      [--format markdown|json]
+    python -m app.bench.accuracy --fleets NAME,... [--kinds ...] --write-exports DIR
+
+``--write-exports`` writes each fleet's export as its operator would load it
+(``DIR/<fleet>-<kind>.parquet``, what ``headroom scenarios`` reads) and runs nothing else.
 
 Goal (issue "Economics that holds on fleets Headroom did not simulate"): every unflagged row within
 +-20 % relative or +-0.5 percentage point of the truth (TTFT share and joint share), every flagged row's
@@ -40,6 +46,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -659,8 +666,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--autoscaler", action="store_true", help="only the policy check: the twin's breach share under "
                    "each AUTOSCALER_CASES fleet's policies (policy_cases) against the simulator's truth")
+    p.add_argument("--write-exports", metavar="DIR", type=Path, help="write each fleet's export "
+                   "(DIR/<fleet>-<kind>.parquet, what headroom scenarios reads) and nothing else")
     args = p.parse_args(argv)
     command = "python -m app.bench.accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.write_exports is not None:
+        args.write_exports.mkdir(parents=True, exist_ok=True)
+        for c in [case(f) for f in (args.fleets or "").split(",") if f] or list(FAMILY):
+            for kind in [k for k in args.kinds.split(",") if k]:
+                target = args.write_exports / f"{c.name}-{kind}.parquet"
+                export(c, kind).to_parquet(target, index=False)
+                sys.stderr.write(f"  wrote {target}\n")
+        return 0
     if args.autoscaler:
         origin = provenance.record(command.strip())
         rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds,

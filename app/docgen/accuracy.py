@@ -202,9 +202,9 @@ ROUTING_CURVE = [Column("N'", key="replicas", align="right"), *ROUTING_ROW]
 NEEDED = [Column("routing"), Column("twin's router", key="router", fmt=lambda x: f"`{x}`"),
           Column("truth's router", key="true_router", fmt=lambda x: f"`{x}`"),
           Column("promise kept by", key="target", fmt=lambda x: f"{100 * x:g} %", align="right"),
-          Column("replicas needed, predicted", key="predicted", fmt=_needed, align="right"),
-          Column("if the interval's high end", key="if_high", fmt=_needed, align="right"),
-          Column("replicas needed, true", key="true", fmt=_needed, align="right")]
+          Column("replicas needed, predicted", value=lambda r: _needed(r["predicted"]), align="right"),
+          Column("if the interval's high end", value=lambda r: _needed(r["if_high"]), align="right"),
+          Column("replicas needed, true", value=lambda r: _needed(r["true"]), align="right")]
 
 
 def _needed_rows(row: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -239,8 +239,8 @@ def routing_section(routing_rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 continue
             rows = r["rows"]
             met = sum(x["meets_goal"] for x in r["curve"])
-            out += [f"**{r['export']} export**: the row at N'={r['replicas']} ({r['replicas_chosen']}), traffic "
-                    f"x{r['traffic']:g}; {met} of {len(r['curve'])} rows of the curve meet the goal.", "",
+            out += [f"**{r['export']} export**: the row at N'={r['replicas']}, traffic x{r['traffic']:g} (N' chosen as "
+                    f"{r['replicas_chosen']}); {met} of {len(r['curve'])} rows of the curve meet the goal.", "",
                     table(rows, ROUTING_ROW), "", table(_needed_rows(r), NEEDED), "",
                     "<details><summary>every size replayed</summary>", "", table(r["curve"], ROUTING_CURVE), "",
                     "</details>", ""]
@@ -249,7 +249,7 @@ def routing_section(routing_rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 out += ["The split the row stands on (measured share, assumed conversation share, fitted follow-ups "
                         "and think time; the twin at the observed N):", ""]
                 out += [f"- {path}: {s['conversation_detail']}; follow-ups {pct(s['followup_share'])} "
-                        f"({s['followup_source']}); think time {s['think_s']:g} s ({s['think_source']}); the twin "
+                        f"({s['followup_source'].split(':')[0] or 'none drawn'}); think time {s['think_s']:g} s ({s['think_source']}); the twin "
                         f"serves {pct(s['twin_cached_share'])} against {pct(s['cached_share'])} measured"
                         for path, s in splits.items()]
                 out.append("")

@@ -298,7 +298,7 @@ def _split_line(fit: Mapping[str, Any]) -> str:
     return (f"- {fit['threshold']}: a {s['shared_tokens']}-token shared prefix serving {pct(s['shared_share'])} of the "
             f"prompt tokens, {pct(s['conversation_share'])} of the hits conversation history "
             f"({s['conversation_source']}), follow-ups {pct(s['followup_share'])} of requests "
-            f"({s['followup_source']}), think time {s['think_s']:g} s ({s['think_source']}); the twin at the "
+            f"({s['followup_source'].split(':')[0]}), think time {s['think_s']:g} s ({s['think_source']}); the twin at the "
             f"observed N serves {pct(s['twin_cached_share'])} against {pct(s['cached_share'])} measured")
 
 
