@@ -15,14 +15,20 @@ traffic and context multipliers.
 The prefix family (``caches_prefixes``): fleets whose engines cache prefixes as vLLM V1 does and whose
 paths share tokens — a system prompt per path, conversations whose follow-up turns resend the earlier
 turns and answers (``app.engine.trace.Conversations``). The fit reads the cached share from the export
-and replays it as the "shared" case (a prefix every request of a path holds); the truth replays the
-conversations themselves, so what N' does to their hits (under load-based routing a follow-up finds
-its history on its replica about 1/N' of the time) is in the truth and not in that case. Their rows
-carry the cached share read and the true one, and the truth behind ``ROUTING_TRUTH`` (prefix-aware
-routing) at the same scenario: the data a routing comparison is judged by.
+and replays the conversation case with its default split (a prefix every request of a path starts
+with, as long as the path's short prompts allow; the rest conversation history, its follow-ups fitted);
+the truth replays the fleet's own conversations, so what N' and routing do to their hits (under
+load-based routing a follow-up finds its history on its replica about 1/N' of the time) is in the
+truth whatever the split assumed. Their rows carry the cached share read and the true one, and the
+truth behind ``ROUTING_TRUTH`` (prefix-aware routing) at the same scenario; each fit's routing row
+(:func:`routing_row`, as ``headroom scenarios --routing`` prices it) is judged against both truths.
 
     python -m app.bench.accuracy [--fleets NAME,...] [--kinds full,minimal] [--seeds 3]
                                      [--format markdown|json]
+    python -m app.bench.accuracy --fleets NAME,... [--kinds ...] --write-exports DIR
+
+``--write-exports`` writes each fleet's export as its operator would load it
+(``DIR/<fleet>-<kind>.parquet``, what ``headroom scenarios`` reads) and runs nothing else.
 
 Goal (issue "Economics that holds on fleets Headroom did not simulate"): every unflagged row within
 +-20 % relative or +-0.5 percentage point of the truth (TTFT share and joint share), every flagged row's
@@ -40,13 +46,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from app import load, provenance
-from app.economics.decide import policies
+from app.economics.decide import policies, routing
 from app.economics.model.capacity import Assumptions
 from app.economics.predict import scenarios as sc
 from app.economics.run.executors import LocalProcesses, default_workers
@@ -402,11 +409,77 @@ def rows_for(c: FleetCase, kind: str, analysis: sc.Analysis, predictions: Sequen
     return out
 
 
+# the promise's share the routing row is priced at (the first: a Promise's own default, MLPerf's 99th
+# percentile), and a looser one: the replicas each needs are the row's answer, so two points of it
+ROUTING_TARGETS = (routing.DEFAULT_TARGET, 0.95)
+
+
+def true_needed(truth_by_size: dict[int, dict[str, dict[str, float]]], targets: dict[str, float]) -> int | None:
+    """The smallest size whose true joint share meets every path's target (None: none of those run)."""
+    return next((n for n in sorted(truth_by_size) if all(
+        t["joint"] <= 1.0 - routing.target_of(targets, p) + 1e-12 for p, t in truth_by_size[n].items())), None)
+
+
+def routing_row(c: FleetCase, kind: str, analysis: sc.Analysis, predictions: Sequence[sc.Prediction],
+                truth_by_scenario: dict[tuple[int, float, float], dict[str, dict[str, float]]],
+                routed: dict[tuple[int, float, float], dict[str, dict[str, float]]], seeds: int = 3
+                ) -> dict[str, Any]:
+    """The routing row of a prefix fleet's fit (:mod:`app.economics.decide.routing`, as ``headroom
+    scenarios --routing`` prices it) on the grid's sizes at traffic x1, against the truths: load-based
+    (the fit's router) against the fleet's own router, prefix-aware against ``ROUTING_TRUTH``. Per
+    routing, size and path the breach shares predicted with their intervals and the cached share, beside
+    the true ones; per routing the replicas the promise needs, predicted and true; the row's N' chosen
+    as the CLI chooses it. The load-based replays are the grid's own (the same predictions as the rows)."""
+    sizes = sorted(n for n, g, m in truth_by_scenario if (g, m) == (1.0, 1.0) and (n, g, m) in routed)
+    static: dict[sc.Scenario, list[sc.Prediction]] = {}
+    for p in predictions:
+        static.setdefault((p.replicas, p.traffic, p.context), []).append(p)
+    head: dict[str, Any] = {"fleet": c.name, "export": kind, "traffic": 1.0, "context": 1.0}
+    targets = dict.fromkeys(c.promises, ROUTING_TARGETS[0])
+    rp = routing.predict(analysis, routing.RoutingSpec(traffic=1.0), sizes, [1.0], [1.0], static, seeds=seeds)
+    if rp.reason is not None or rp.plan is None:
+        return {**head, "available": False, "reason": rp.reason}
+    truths = {routing.LOAD_BASED: truth_by_scenario, routing.PREFIX_AWARE: routed}
+    true_routers = {routing.LOAD_BASED: c.fleet.router, routing.PREFIX_AWARE: ROUTING_TRUTH}
+    n, how = routing.chosen(rp, targets, analysis.observed.replicas)
+    curve, by_routing = [], []
+    for name in routing.ROUTINGS:
+        by_size = {k: v for k, v in rp.by_size[name].items() if (k, 1.0, 1.0) in truths[name]}
+        true_by_size = {k: truths[name][(k, 1.0, 1.0)] for k in by_size}
+        needed = []
+        for target in ROUTING_TARGETS:
+            at = dict.fromkeys(c.promises, target)
+            needed.append({"target": target, "predicted": routing.needed(by_size, at),
+                           "if_high": routing.needed(by_size, at, high=True), "true": true_needed(true_by_size, at)})
+        by_routing.append({"routing": name, "router": rp.plan.routers[name], "true_router": true_routers[name],
+                           "replicas_needed": needed})
+        for size, preds in sorted(by_size.items()):
+            for p in preds:
+                t = true_by_size[size][p.path]
+                inside = p.breach_share_low <= t["joint"] <= p.breach_share_high
+                met = inside if p.flagged else (within_goal(p.ttft_share, t["ttft"])
+                                                and within_goal(p.breach_share, t["joint"]))
+                curve.append({"routing": name, "replicas": size, "path": p.path,
+                              "joint_predicted": p.breach_share, "joint_low": p.breach_share_low,
+                              "joint_high": p.breach_share_high, "joint_true": t["joint"],
+                              "ttft_predicted": p.ttft_share, "ttft_low": p.ttft_share_low,
+                              "ttft_high": p.ttft_share_high, "ttft_true": t["ttft"],
+                              "cached_predicted": p.cached_share, "cached_true": t.get("cached", math.nan),
+                              "flagged": p.flagged, "interval_holds_truth": inside, "meets_goal": met})
+    splits = {p.name: p.prefix.as_json() for p in analysis.demand.paths if p.prefix is not None}
+    return {**head, "available": True, "reason": None, "replicas": n, "replicas_chosen": how,
+            "targets": targets, "affinity_margin": analysis.model.assumptions.affinity_margin,
+            "cached_read": cached_read(analysis), "split": splits, "routings": by_routing,
+            "rows": [r for r in curve if r["replicas"] == n], "curve": curve}
+
+
 def evaluate(c: FleetCase, kinds: Sequence[str] = KINDS, grid: Sequence[tuple[int, float, float]] | None = None,
-             seeds: int = 3, progress: Callable[[str], None] | None = None, workers: int | None = None
+             seeds: int = 3, progress: Callable[[str], None] | None = None, workers: int | None = None,
+             routing_rows: list[dict[str, Any]] | None = None
              ) -> tuple[list[dict[str, Any]], dict[str, sc.Analysis]]:
     """Every scenario of ``grid`` (default ``scenario_grid``) for each export kind: rows and the analyses.
-    ``workers``: the truths' processes (1: in this process, for a case not in ``FAMILY``)."""
+    ``workers``: the truths' processes (1: in this process, for a case not in ``FAMILY``). On a prefix
+    fleet each kind's routing row (:func:`routing_row`) is appended to ``routing_rows`` when given."""
     say = progress or (lambda _m: None)
     grid = list(grid or scenario_grid(c))
     t0 = time.perf_counter()
@@ -430,14 +503,19 @@ def evaluate(c: FleetCase, kinds: Sequence[str] = KINDS, grid: Sequence[tuple[in
             predictions += sc.grid(analysis, ns, [g], [m], seeds=seeds)
         rows += rows_for(c, kind, analysis, predictions, truth_by_scenario, routed)
         say(f"{c.name} {kind}: fit and {len(grid)} scenarios in {time.perf_counter() - t0:.0f} s")
+        if routed is not None and routing_rows is not None:
+            t0 = time.perf_counter()
+            routing_rows.append(routing_row(c, kind, analysis, predictions, truth_by_scenario, routed, seeds))
+            say(f"{c.name} {kind}: the routing row in {time.perf_counter() - t0:.0f} s")
     return rows, analyses
 
 
 def run(fleets: Sequence[str] | None = None, kinds: Sequence[str] = KINDS, seeds: int = 3,
-        progress: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, dict[str, dict[str, sc.Analysis]]]:
+        progress: Callable[[str], None] | None = None, routing_rows: list[dict[str, Any]] | None = None
+        ) -> tuple[pd.DataFrame, dict[str, dict[str, sc.Analysis]]]:
     rows, analyses = [], {}
     for c in (case(f) for f in fleets) if fleets else FAMILY:
-        r, a = evaluate(c, kinds, seeds=seeds, progress=progress)
+        r, a = evaluate(c, kinds, seeds=seeds, progress=progress, routing_rows=routing_rows)
         rows += r
         analyses[c.name] = a
     return pd.DataFrame(rows), analyses
@@ -491,14 +569,16 @@ def fleet_table(names: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
 
 def document(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]], command: str,
-             fleets: Sequence[str] | None, seeds: int, origin: dict[str, Any] | None = None) -> dict[str, Any]:
+             fleets: Sequence[str] | None, seeds: int, origin: dict[str, Any] | None = None,
+             routing_rows: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The harness's JSON: where and when it ran (:func:`app.provenance.record`), the goal, the fleets,
-    what each fit recovered, and every scenario row (``headroom docs accuracy`` renders it)."""
+    what each fit recovered, every scenario row, and each prefix fleet's routing row per export
+    (:func:`routing_row`); ``python -m app.docgen accuracy`` renders it."""
     return {"provenance": origin or provenance.record(command), "seeds": seeds,
             "goal": {"relative": REL_GOAL, "absolute": ABS_GOAL},
             "fleets": fleet_table(fleets),
             "fits": [fitted(f, k, a) for f, by_kind in analyses.items() for k, a in by_kind.items()],
-            "rows": frame.to_dict(orient="records")}
+            "rows": frame.to_dict(orient="records"), "routing": list(routing_rows)}
 
 
 def markdown(frame: pd.DataFrame, analyses: dict[str, dict[str, sc.Analysis]] | None = None) -> str:
@@ -553,6 +633,31 @@ def prefix_table(part: pd.DataFrame) -> str:
     return "\n".join([*lines, "", "</details>"])
 
 
+def _interval(point: float, low: float, high: float) -> str:
+    return f"{_pct(point)} [{100 * low:.2f}, {100 * high:.2f}]"
+
+
+def routing_markdown(row: dict[str, Any]) -> str:
+    """A prefix fleet's routing row (:func:`routing_row`) as the harness prints it: replicas needed per
+    routing, predicted and true, and every size's shares."""
+    head = f"**{row['fleet']}, {row['export']} export, the routing row**"
+    if not row["available"]:
+        return f"{head}: not priced: {row['reason']}."
+    lines = [f"{head} at N'={row['replicas']} ({row['replicas_chosen']}), traffic x{row['traffic']:g}; replicas "
+             "the promise needs (predicted, if high; true): " + "; ".join(
+                 f"{f['routing']} ({f['router']}, truth {f['true_router']}) " + ", ".join(
+                     f"at {n['target']:.0%} {n['predicted']}, {n['if_high']}; {n['true']}" for n in f["replicas_needed"])
+                 for f in row["routings"]), "",
+             "| routing | N' | path | joint predicted [interval] | joint true | cached predicted | cached true | goal met |",
+             "|---|---:|---|---|---:|---:|---:|---|"]
+    for r in row["curve"]:
+        lines.append(f"| {r['routing']} | {r['replicas']} | {r['path']} | "
+                     f"{_interval(r['joint_predicted'], r['joint_low'], r['joint_high'])} | {_pct(r['joint_true'])} | "
+                     f"{_share(r['cached_predicted'])} | {_share(r['cached_true'])} | "
+                     f"{'yes' if r['meets_goal'] else 'NO'} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.bench.accuracy", description=__doc__.splitlines()[0])
     p.add_argument("--fleets", help="comma-separated fleet names (default: the whole family)")
@@ -561,8 +666,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--format", choices=["markdown", "json"], default="markdown")
     p.add_argument("--autoscaler", action="store_true", help="only the policy check: the twin's breach share under "
                    "each AUTOSCALER_CASES fleet's policies (policy_cases) against the simulator's truth")
+    p.add_argument("--write-exports", metavar="DIR", type=Path, help="write each fleet's export "
+                   "(DIR/<fleet>-<kind>.parquet, what headroom scenarios reads) and nothing else")
     args = p.parse_args(argv)
     command = "python -m app.bench.accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.write_exports is not None:
+        args.write_exports.mkdir(parents=True, exist_ok=True)
+        for c in [case(f) for f in (args.fleets or "").split(",") if f] or list(FAMILY):
+            for kind in [k for k in args.kinds.split(",") if k]:
+                target = args.write_exports / f"{c.name}-{kind}.parquet"
+                export(c, kind).to_parquet(target, index=False)
+                sys.stderr.write(f"  wrote {target}\n")
+        return 0
     if args.autoscaler:
         origin = provenance.record(command.strip())
         rows = autoscaler_rows([f for f in (args.fleets or "").split(",") if f] or None, seeds=args.seeds,
@@ -579,12 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if all(abs(r["relative_error"] or 0) <= 0.25 for r in rows if r["policy"].startswith("autoscaler")) else 1
     fleets = [f for f in (args.fleets or "").split(",") if f]
     origin = provenance.record(command.strip())
+    routed: list[dict[str, Any]] = []
     frame, analyses = run(fleets or None, [k for k in args.kinds.split(",") if k], seeds=args.seeds,
-                          progress=lambda msg: sys.stderr.write(f"  {msg}\n"))
+                          progress=lambda msg: sys.stderr.write(f"  {msg}\n"), routing_rows=routed)
     if args.format == "json":
-        text = dumps(document(frame, analyses, command.strip(), fleets or None, args.seeds, origin))
+        text = dumps(document(frame, analyses, command.strip(), fleets or None, args.seeds, origin, routed))
     else:
-        text = markdown(frame, analyses) + "\n\n" + summary_lines(frame)
+        text = "\n\n".join([markdown(frame, analyses), *(routing_markdown(r) for r in routed), summary_lines(frame)])
     sys.stdout.write(text + "\n")
     return 0 if bool(frame["meets_goal"].all()) else 1
 

@@ -1,8 +1,10 @@
 """The accuracy pages from the harness's JSON (``python -m app.bench.accuracy --format json``).
 
 Two kinds of document: the family's scenario rows (``rows`` of N', traffic, context and path, with
-``fits``) → docs/accuracy.md; the policy check's rows (``--autoscaler``: a ``policy`` per row) →
-docs/accuracy-policies.md. :func:`page` tells them apart by their rows.
+``fits``, and on prefix fleets their ``routing`` rows) → docs/accuracy.md; the policy check's rows
+(``--autoscaler``: a ``policy`` per row) → docs/accuracy-policies.md. :func:`page` tells them apart by
+their rows. The family's page takes further documents (``also``): fleets run on their own (the prefix
+fleets), each shown with its own provenance.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 from app.docgen.tables import Column, generated_header, pct, provenance_block, table
 
-COMMAND = "python -m app.docgen accuracy --from docs/data/accuracy.json --out docs/accuracy.md"
+COMMAND = ("python -m app.docgen accuracy --from docs/data/accuracy.json,docs/data/accuracy-prefix.json "
+           "--out docs/accuracy.md")
 POLICY_COMMAND = ("python -m app.docgen accuracy --from docs/data/accuracy-policies.json "
                   "--out docs/accuracy-policies.md")
 
@@ -93,38 +96,64 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def family_page(doc: Mapping[str, Any], command: str = COMMAND) -> str:
-    rows = doc["rows"]
+def _merged(doc: Mapping[str, Any], also: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The fleets, fits, rows and routing rows of ``doc`` and of every document of ``also``; a fleet in two
+    documents is refused (which run's figures would the page show?)."""
+    out: dict[str, list[Any]] = {k: [] for k in ("fleets", "fits", "rows", "routing")}
+    seen: set[str] = set()
+    for d in (doc, *also):
+        names = {f["fleet"] for f in d.get("fleets") or []} | {r["fleet"] for r in d["rows"]}
+        if names & seen:
+            raise ValueError(f"fleets {', '.join(sorted(names & seen))} are in two documents")
+        seen |= names
+        for k in out:
+            out[k] += list(d.get(k) or [])
+    return out
+
+
+def _also_block(d: Mapping[str, Any]) -> list[str]:
+    names = list(dict.fromkeys([f["fleet"] for f in d.get("fleets") or []] + [r["fleet"] for r in d["rows"]]))
+    return [f"The fleets {', '.join(names)} come from a run of their own ({d.get('seeds', '?')} seeds per "
+            "scenario). " + provenance_block(d.get("provenance")), ""]
+
+
+def family_page(doc: Mapping[str, Any], command: str = COMMAND, also: Sequence[Mapping[str, Any]] = ()) -> str:
+    merged = _merged(doc, also)
+    rows = merged["rows"]
     goal = doc.get("goal") or {"relative": 0.2, "absolute": 0.005}
     met = sum(r["meets_goal"] for r in rows)
     flagged = sum(r["flagged"] for r in rows)
-    fleets = doc.get("fleets") or []
+    fleets = merged["fleets"]
     out = [generated_header("Accuracy of the economics", command),
            "How close the scenario predictions come to the truth on simulated fleets that differ from each other "
            "and from the twin's defaults, in engines, traffic and mechanics (the method: [Economics]"
            "(economics.md#accuracy)). Each fleet is exported fully and minimally; the economics are fitted on the "
            "export alone, with the launch flags its operator would pass; each scenario's truth is the fleet's own "
            "simulator replaying the same arrivals at N', traffic and context.", "",
-           provenance_block(doc.get("provenance")), "",
-           f"**Goal**: every unflagged row within ±{100 * goal['relative']:g} % relative or "
-           f"±{100 * goal['absolute']:g} percentage point of the truth (TTFT and joint share), every flagged row's "
-           f"interval holding the true joint share. Replays per scenario: {doc.get('seeds', '?')} seeds.", "",
-           f"**Result**: {met} of {len(rows)} rows meet the goal; {flagged} of them are flagged (their answer is "
-           "an interval that holds the truth, not a number), "
-           f"{len(rows) - flagged} are not.", "", "## The fleets", "", table(fleets, FLEETS), "",
-           "## Per fleet and export", "", table(summary(rows), SUMMARY), ""]
-    if doc.get("fits"):
+           provenance_block(doc.get("provenance")), ""]
+    for other in also:
+        out += _also_block(other)
+    out += [f"**Goal**: every unflagged row within ±{100 * goal['relative']:g} % relative or "
+            f"±{100 * goal['absolute']:g} percentage point of the truth (TTFT and joint share), every flagged row's "
+            f"interval holding the true joint share. Replays per scenario: {doc.get('seeds', '?')} seeds"
+            + "".join(f" ({other.get('seeds', '?')} on the fleets of the run of their own)" for other in also)
+            + ".", "",
+            f"**Result**: {met} of {len(rows)} rows meet the goal; {flagged} of them are flagged (their answer is "
+            "an interval that holds the truth, not a number), "
+            f"{len(rows) - flagged} are not.", "", "## The fleets", "", table(fleets, FLEETS), "",
+            "## Per fleet and export", "", table(summary(rows), SUMMARY), ""]
+    if merged["fits"]:
         out += ["## What the fit recovered", "",
                 "Each value with its source: `given` (a launch flag), `engine config` (`cache_config_info`), "
                 "`fitted`, `calibrated` or `assumed`; the fleet's true router beside the fitted one.", "",
-                table(doc["fits"], FITS), ""]
+                table(merged["fits"], FITS), ""]
     out += ["## Every scenario", ""]
     for (fleet, kind), part in _groups(rows).items():
         n_met = sum(r["meets_goal"] for r in part)
         out += [f"**{fleet}, {kind} export**: {n_met} of {len(part)} rows meet the goal "
                 f"({sum(r['flagged'] for r in part)} flagged).", "",
                 "<details><summary>every scenario</summary>", "", table(part, ROWS), "", "</details>", ""]
-    return "\n".join(out + prefix_section(rows))
+    return "\n".join(out + prefix_section(rows) + routing_section(merged["routing"]))
 
 
 def _has(value: Any) -> bool:
@@ -140,14 +169,90 @@ def prefix_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["## The prefix cache", "",
            "Fleets with vLLM's prefix cache on whose paths share tokens: a system prompt per path, conversations "
            "whose follow-up turns resend the earlier turns and answers. The fit reads each path's cached share of "
-           "prompt tokens from the export at the observed N and replays it as a prefix every request of the path "
-           "holds (the \"shared\" case, [Economics](economics.md#prefix-cache)), the same at any N' and load; the "
-           "truth replays the conversations, whose hits depend on where a follow-up lands and on what the cache "
-           "evicted before it came. Beside each row, the truth at the same scenario behind prefix-aware routing "
-           "(the fleet's own router is load-based): what such routing is worth.", ""]
+           "prompt tokens from the export at the observed N and replays it as the conversation case "
+           "([Economics](economics.md#prefix-cases)): split into a prefix every request of the path starts with "
+           "(as long as the path's short prompts allow) and conversations whose history is cached where their "
+           "turns ran; the truth replays the fleet's own conversations, whose hits depend on where a follow-up "
+           "lands and on what the cache evicted before it came. Beside each row, the truth at the same scenario "
+           "behind prefix-aware routing (the fleet's own router is load-based): what such routing is worth.", ""]
     for (fleet, kind), part in groups.items():
         out += [f"**{fleet}, {kind} export**", "", "<details><summary>cached share and routing</summary>", "",
                 table(part, PREFIX), "", "</details>", ""]
+    return out
+
+
+def _needed(n: int | None) -> str:
+    return "none replayed" if n is None else str(n)
+
+
+ROUTING_ROW = [Column("routing"), Column("path"),
+               Column("joint predicted [interval]", value=lambda r: (
+                   f"{pct(r['joint_predicted'])} [{100 * r['joint_low']:.2f}, {100 * r['joint_high']:.2f}]")),
+               Column("joint true", key="joint_true", fmt=pct, align="right"),
+               Column("TTFT predicted [interval]", value=lambda r: (
+                   f"{pct(r['ttft_predicted'])} [{100 * r['ttft_low']:.2f}, {100 * r['ttft_high']:.2f}]")),
+               Column("TTFT true", key="ttft_true", fmt=pct, align="right"),
+               Column("cached, predicted", key="cached_predicted", fmt=pct, align="right"),
+               Column("cached, true", key="cached_true", fmt=pct, align="right"),
+               Column("flagged", value=lambda r: "yes" if r["flagged"] else ""),
+               Column("goal met", value=lambda r: "yes" if r["meets_goal"] else "**NO**")]
+
+ROUTING_CURVE = [Column("N'", key="replicas", align="right"), *ROUTING_ROW]
+
+NEEDED = [Column("routing"), Column("twin's router", key="router", fmt=lambda x: f"`{x}`"),
+          Column("truth's router", key="true_router", fmt=lambda x: f"`{x}`"),
+          Column("promise kept by", key="target", fmt=lambda x: f"{100 * x:g} %", align="right"),
+          Column("replicas needed, predicted", value=lambda r: _needed(r["predicted"]), align="right"),
+          Column("if the interval's high end", value=lambda r: _needed(r["if_high"]), align="right"),
+          Column("replicas needed, true", value=lambda r: _needed(r["true"]), align="right")]
+
+
+def _needed_rows(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"routing": f["routing"], "router": f["router"], "true_router": f["true_router"], **n}
+            for f in row["routings"] for n in f["replicas_needed"]]
+
+
+def routing_section(routing_rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each prefix fleet's routing row (``app.bench.accuracy.routing_row``; none: no section): per export,
+    the row at its N' and the replicas the promise needs under each routing, predicted against true, and
+    every size replayed."""
+    if not routing_rows:
+        return []
+    out = ["## The routing row", "",
+           "What `headroom scenarios --routing` answers ([Economics](economics.md#routing-row)), fitted on each "
+           "prefix fleet's export alone and set against the truth: the same requests and conversations replayed at "
+           "every size of the grid at traffic x1 under **load-based** routing (the fit's router; its truth the fleet "
+           "behind its own router) and under **prefix-aware** routing (its truth the fleet behind `prefix_aware`), "
+           "per path the breach shares with their intervals and the share of prompt tokens the cache served. The "
+           "row's N' is chosen as the CLI chooses it; the replicas a promise needs are the smallest size whose "
+           "every path's joint share keeps it (at the point, and at the interval's high end). The load-based "
+           "predictions are the grid's own (the rows above); the dollars follow from these shares and the prices "
+           "by the money model, and are not measured here.", ""]
+    by_fleet: dict[str, list[Mapping[str, Any]]] = {}
+    for r in routing_rows:
+        by_fleet.setdefault(r["fleet"], []).append(r)
+    for fleet, parts in by_fleet.items():
+        out += [f"### {fleet}", ""]
+        for r in parts:
+            if not r["available"]:
+                out += [f"**{r['export']} export**: not priced: {r['reason']}.", ""]
+                continue
+            rows = r["rows"]
+            met = sum(x["meets_goal"] for x in r["curve"])
+            out += [f"**{r['export']} export**: the row at N'={r['replicas']}, traffic x{r['traffic']:g} (N' chosen as "
+                    f"{r['replicas_chosen']}); {met} of {len(r['curve'])} rows of the curve meet the goal.", "",
+                    table(rows, ROUTING_ROW), "", table(_needed_rows(r), NEEDED), "",
+                    "<details><summary>every size replayed</summary>", "", table(r["curve"], ROUTING_CURVE), "",
+                    "</details>", ""]
+            splits = r.get("split") or {}
+            if splits:
+                out += ["The split the row stands on (measured share, assumed conversation share, fitted follow-ups "
+                        "and think time; the twin at the observed N):", ""]
+                out += [f"- {path}: {s['conversation_detail']}; follow-ups {pct(s['followup_share'])} "
+                        f"({s['followup_source'].split(':')[0] or 'none drawn'}); think time {s['think_s']:g} s ({s['think_source']}); the twin "
+                        f"serves {pct(s['twin_cached_share'])} against {pct(s['cached_share'])} measured"
+                        for path, s in splits.items()]
+                out.append("")
     return out
 
 
@@ -162,9 +267,11 @@ def policy_page(doc: Mapping[str, Any], command: str = POLICY_COMMAND) -> str:
     return "\n".join(out)
 
 
-def page(doc: Mapping[str, Any], command: str | None = None) -> str:
-    """The page for either kind of accuracy document."""
+def page(doc: Mapping[str, Any], command: str | None = None, also: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The page for either kind of accuracy document (``also``: the family's further documents)."""
     rows = doc.get("rows") or []
     if rows and "policy" in rows[0]:
+        if also:
+            raise ValueError("the policy page takes one document")
         return policy_page(doc, command or POLICY_COMMAND)
-    return family_page(doc, command or COMMAND)
+    return family_page(doc, command or COMMAND, also)

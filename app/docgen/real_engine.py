@@ -250,11 +250,11 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
     for label in dict.fromkeys(r["threshold"] for r in rows):
         part = [r for r in rows if r["threshold"] == label]
         out += [f"### {label}", "", goal_line(part) + ".", "", table(part, CASE_ROWS), ""]
-    for title, a, b in (("What the cache was worth: the same traffic with the cache off", "p-n1-x1.0", "p-n1-x1.0-off"),
-                        ("What prefix-aware routing was worth: two replicas at x2", "p-n2-x2.0", "p-n2-x2.0-sticky")):
-        worth = _worth(rows, a, b)
-        if worth:
-            out += [f"## {title}", "", f"`{a}` → `{b}`.", "", table(worth, WORTH), ""]
+    worth = _worth(rows, "p-n1-x1.0", "p-n1-x1.0-off")
+    if worth:
+        out += ["## What the cache was worth: the same traffic with the cache off", "",
+                "`p-n1-x1.0` → `p-n1-x1.0-off`.", "", table(worth, WORTH), ""]
+    out += routing_section(doc)
     out += _missed(rows, lambda r: f"{r['case']}, {r['threshold']}", lambda _r: "")
     loose = [r for r in rows if r["meets_goal"] and r["flagged"] and r["high"] - r["low"] > 0.5
              and not _point_within(r, goal)]
@@ -264,3 +264,75 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
                 f"[{100 * r['low']:.1f}, {100 * r['high']:.1f}], measured {pct(r['measured'])}." for r in loose]
     out += ["", "## The runs", "", table(doc["cases"], CASES), ""]
     return "\n".join(out)
+
+
+ROUTING = [Column("promise", key="threshold"), Column("routing"),
+           Column("twin's router", key="router", fmt=lambda x: f"`{x}`"),
+           Column("run (its router)", value=lambda r: f"`{r['run']}` ({r['run_router']})"),
+           Column("cached, predicted (measured)", value=lambda r: f"{_share(r['cached_predicted'])} "
+                  f"({_share(r['cached_measured'])})", align="right"),
+           *[Column(f"{m.upper()} predicted [interval] (measured)", value=lambda r, m=m: (
+               f"{_interval(r[m])} ({pct(r[m]['measured'])})")) for m in ("ttft", "tpot", "joint")]]
+
+
+def _routing_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per promise and routing: the routing cases' rows of each metric, with the cached shares of its case."""
+    cases = {c["run"]: c for c in doc["cases"]}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in doc["rows"]:
+        if not r.get("routing"):
+            continue
+        case = cases[r["run"]]
+        row = out.setdefault((r["threshold"], r["routing"]), {
+            "threshold": r["threshold"], "routing": r["routing"], "router": r["router"], "run": r["run"],
+            "run_router": case["router"], "cached_predicted": (case.get("predicted_cached_share") or {}).get(
+                r["threshold"]), "cached_measured": case["measured_cached_share"]})
+        row[r["metric"]] = r
+    return list(out.values())
+
+
+def _split_line(fit: Mapping[str, Any]) -> str:
+    s = fit.get("split")
+    if not s:
+        return f"- {fit['threshold']}: no split (the row is not priced)"
+    return (f"- {fit['threshold']}: a {s['shared_tokens']}-token shared prefix serving {pct(s['shared_share'])} of the "
+            f"prompt tokens, {pct(s['conversation_share'])} of the hits conversation history "
+            f"({s['conversation_source']}), follow-ups {pct(s['followup_share'])} of requests "
+            f"({s['followup_source'].split(':')[0]}), think time {s['think_s']:g} s ({s['think_source']}); the twin at the "
+            f"observed N serves {pct(s['twin_cached_share'])} against {pct(s['cached_share'])} measured")
+
+
+def routing_section(doc: Mapping[str, Any]) -> list[str]:
+    """The routing row of ``headroom scenarios`` at the two-replica runs' scenario, against them: the rows of
+    the routing cases (computed once, with every case), what prefix-aware routing changed, and the split of
+    the cached share the row stands on beside the trace's own. None of those runs: no section."""
+    rows = _routing_rows(doc)
+    if not rows:
+        return []
+    by_routing = {r["routing"]: r for r in rows}
+    load, aware = (by_routing.get(k, {}) for k in ("load-based", "prefix-aware"))
+    where = next(c for c in doc["cases"] if c["run"] == rows[0]["run"])
+    out = ["## The routing row: load-based against prefix-aware routing", "",
+           "The routing row of `headroom scenarios` ([Economics](economics.md#routing-row)) at the two-replica runs' "
+           f"scenario (N'={where['replicas']}, traffic x{where['traffic']:g}), fitted on `{doc['observed_run']}` "
+           "alone: the same requests and conversations replayed under load-based routing (the fit's router) and "
+           "under prefix-aware routing (a turn stays on its conversation's replica), set against the run with "
+           + (f"a {load['run_router']} router (`{load['run']}`)" if load else "a load-based router (not run)")
+           + " and the run keeping every conversation on its first turn's replica"
+           + (f" (`{aware['run']}`)" if aware else " (not run)") + ". The cached share is of prompt tokens: the "
+           "twin's cache, and the engines' own counters at the run's end (`vllm:prefix_cache_hits_total` over "
+           "`vllm:prefix_cache_queries_total`). The same rows are in the cases above.", "",
+           table(rows, ROUTING), ""]
+    worth = _worth(doc["rows"], load.get("run", ""), aware.get("run", "")) if load and aware else []
+    if worth:
+        out += [f"What prefix-aware routing changed, `{load['run']}` → `{aware['run']}`:", "", table(worth, WORTH), ""]
+    own = doc.get("trace_split") or {}
+    out += ["The row stands on the split of the observed cached share into a shared prefix and conversation "
+            "history, an assumption the metrics cannot check ([the three cases](economics.md#prefix-cases)). "
+            "The split each promise's fit replayed:", ""]
+    out += [_split_line(fit) for fit in doc["fits"]]
+    if own:
+        out += ["", f"The trace's own: its system prompt, in whole blocks, served {pct(own['system_share'])} of the "
+                f"observed run's prompt tokens; of the {pct(own['cached_share'])} the engine served, "
+                f"{pct(own['conversation_share'])} was conversation history."]
+    return [*out, ""]

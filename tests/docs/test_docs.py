@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from app.docgen import accuracy, bench, cli_reference, real_engine
+from app.docgen.tables import pct
 from tests.conftest import IN_CI
 from tests.support.paths import ROOT
 
@@ -198,7 +199,8 @@ def test_the_cli_reference_is_the_parsers() -> None:
 @pytest.mark.parametrize(("page", "source", "render"), [
     ("benchmarks.md", "bench.json", lambda doc: bench.page(
         doc, also=[json.loads((DOCS / "data" / "bench-month15.json").read_text())])),
-    ("accuracy.md", "accuracy.json", accuracy.page),
+    ("accuracy.md", "accuracy.json", lambda doc: accuracy.page(
+        doc, also=[json.loads((DOCS / "data" / "accuracy-prefix.json").read_text())])),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
     ("accuracy-real-engine.md", "real-engine.json", real_engine.page),
     ("accuracy-prefix-cache.md", "real-engine-prefix.json", real_engine.prefix_page),
@@ -226,6 +228,71 @@ def test_the_accuracy_page_shows_the_prefix_familys_cached_shares_and_routing() 
     assert "**f7-turns-3x, " in section and "| c4 | 46.20 % | 42.10 % |" in section and "| 90.80 % | 0.00 % | 0.00 % |" in section
 
 
+def test_the_accuracy_page_shows_each_prefix_fleets_routing_row() -> None:
+    """The prefix fleets' run of their own (docs/data/accuracy-prefix.json) joins the family's page with its
+    provenance; each prefix fleet gets a routing row section: per export the row at its N' (the JSON's
+    figures), the replicas the promise needs under each routing, predicted and true."""
+    family = json.loads((DOCS / "data" / "accuracy.json").read_text())
+    prefix = json.loads((DOCS / "data" / "accuracy-prefix.json").read_text())
+    text = (DOCS / "accuracy.md").read_text()
+    assert f"at commit `{prefix['provenance']['commit'][:10]}`" in text and prefix["provenance"]["command"] in text
+    assert text.index("## The routing row") > text.index("## The prefix cache") > text.index("## Every scenario")
+    section = text[text.index("## The routing row"):]
+    fleets = [r["fleet"] for r in prefix["routing"]]
+    assert set(fleets) == {"f7-turns-3x", "f8-tools-4x"} and not {f["fleet"] for f in family["fleets"]} & set(fleets)
+    for row in prefix["routing"]:
+        part = section[section.index(f"### {row['fleet']}"):]
+        assert (f"**{row['export']} export**: the row at N'={row['replicas']}, traffic x1 (N' chosen as "
+                f"{row['replicas_chosen']})") in part
+        for r in row["rows"]:
+            assert (f"| {r['routing']} | {r['path']} | {pct(r['joint_predicted'])} [{100 * r['joint_low']:.2f}, "
+                    f"{100 * r['joint_high']:.2f}] | {pct(r['joint_true'])} |") in part
+        for f in row["routings"]:
+            for n in f["replicas_needed"]:
+                cells = " | ".join("none replayed" if x is None else str(x) for x in (n["predicted"], n["if_high"], n["true"]))
+                assert f"| {100 * n['target']:g} % | {cells} |" in part
+    with pytest.raises(ValueError, match="in two documents"):
+        accuracy.page(prefix, also=[prefix])
+
+
+def test_a_routing_row_renders_as_its_record() -> None:
+    """A hand-made routing row: the row's line, its cells as written, "none replayed" for a size never
+    reached; one not priced says why."""
+    point = {"routing": "prefix-aware", "replicas": 3, "path": "c4", "joint_predicted": 0.007, "joint_low": 0.0037,
+             "joint_high": 0.0113, "joint_true": 0.0053, "ttft_predicted": 0.006, "ttft_low": 0.0037,
+             "ttft_high": 0.0086, "ttft_true": 0.0051, "cached_predicted": 0.776, "cached_true": 0.858,
+             "flagged": False, "meets_goal": True}
+    row = {"fleet": "f7-turns-3x", "export": "minimal", "available": True, "replicas": 3, "replicas_chosen": "given",
+           "traffic": 1.0, "rows": [point], "curve": [point], "split": {},
+           "routings": [{"routing": "load-based", "router": "least_outstanding", "true_router": "least_outstanding",
+                         "replicas_needed": [{"target": 0.99, "predicted": None, "if_high": None, "true": None}]}]}
+    out = "\n".join(accuracy.routing_section([row, {**row, "export": "full", "available": False, "reason": "why"}]))
+    assert "### f7-turns-3x" in out and "**minimal export**: the row at N'=3, traffic x1 (N' chosen as given); 1 of 1 rows" in out
+    assert ("| prefix-aware | c4 | 0.70 % [0.37, 1.13] | 0.53 % | 0.60 % [0.37, 0.86] | 0.51 % | 77.60 % | 85.80 % "
+            "|  | yes |") in out
+    assert ("| load-based | `least_outstanding` | `least_outstanding` | 99 % | none replayed | none replayed | "
+            "none replayed |") in out
+    assert "| 3 | prefix-aware | c4 | 0.70 % [0.37, 1.13] |" in out  # the curve
+    assert "**full export**: not priced: why." in out
+    assert accuracy.routing_section([]) == []
+
+
+def test_the_real_engine_prefix_page_keeps_the_routing_row() -> None:
+    """The routing cases of the prefix family, computed once with every case: at 1 s / 50 ms the joint share
+    predicted 74.43 % load-based and 35.74 % prefix-aware against 71.44 % and 35.11 % measured, the cached
+    shares beside the engines' counters, and the split the row stands on beside the trace's own."""
+    doc = json.loads((DOCS / "data" / "real-engine-prefix.json").read_text())
+    text = (DOCS / "accuracy-prefix-cache.md").read_text()
+    section = text[text.index("## The routing row"):text.index("## Where the goal is not met")]
+    assert ("| TTFT 1 s / TPOT 50 ms | load-based | `least_outstanding` | `p-n2-x2.0` (least_outstanding) | 53.16 % "
+            "(55.21 %) |") in section and "| 74.43 % [0.00, 100.00] (71.44 %) |" in section
+    assert ("| TTFT 1 s / TPOT 50 ms | prefix-aware | `prefix_aware` | `p-n2-x2.0-sticky` (sticky) | 73.12 % "
+            "(70.25 %) |") in section and "| 35.74 % [0.00, 100.00] (35.11 %) |" in section
+    assert "57.62 % of the hits conversation history (assumed)" in section
+    assert f"{pct(doc['trace_split']['conversation_share'])} was conversation history" in section
+    assert {r["routing"] for r in doc["rows"] if r.get("routing")} == {"load-based", "prefix-aware"}
+
+
 def test_a_document_without_provenance_is_refused() -> None:
     doc = json.loads((DOCS / "data" / "bench.json").read_text())
     doc.pop("provenance")
@@ -239,6 +306,10 @@ def test_the_generator_writes_the_page_it_is_asked_for(tmp_path: Path) -> None:
 
     assert main(["accuracy", "--from", str(DOCS / "data" / "accuracy.json"), "--out", str(out)]) == 0
     assert out.read_text().startswith("# Accuracy of the economics\n")
+    both = f"{DOCS / 'data' / 'accuracy.json'},{DOCS / 'data' / 'accuracy-prefix.json'}"
+    assert main(["accuracy", "--from", both, "--out", str(out)]) == 0
+    assert "## The routing row" in out.read_text()
+    assert main(["accuracy-prefix-cache", "--from", both, "--out", str(out)]) == 1  # one document only
 
 
 # -- the README --------------------------------------------------------------------------------------------

@@ -3,6 +3,12 @@
 The observed fleet is one replica at traffic x1 (run twice: the truth's own noise). Headroom is fitted
 on the first observed run's export alone and predicts every scenario; each scenario's truth is a real
 run of the engine at it: traffic x0.6 ... x1.5 on one replica, two replicas at x1 ... x2, context x1.5.
+
+The prefix-cache family (:func:`evaluate_prefix`) is fitted on its own observed run (one replica, the
+cache on) and predicts each of its cases once; two of them are the routing row of
+:mod:`app.economics.decide.routing` (load-based and prefix-aware routing at two replicas and twice the
+traffic), set against the engine runs at that scenario, with the split of the cached share the row
+stands on beside the trace's own.
 """
 
 from __future__ import annotations
@@ -13,11 +19,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from app import provenance
 from app.bench.realengine import compare as cp
 from app.bench.realengine import fleet as fl
+from app.bench.realengine import truth as tr
 from app.bench.realengine.run import RunSpec, run
 from app.bench.realengine.trace import Conversations, TraceSpec
+from app.economics.decide import routing
 from app.economics.predict import scenarios as sc
 
 OBSERVED = (1, 1.0, 1.0)
@@ -60,17 +70,19 @@ def _cache_off(analysis: sc.Analysis) -> sc.Analysis:
     return replace(analysis, model=replace(m, assumptions=replace(m.assumptions, prefix_cache="off")))
 
 
-def _prefix_aware(analysis: sc.Analysis) -> sc.Analysis:
-    return replace(analysis, model=replace(analysis.model, router="prefix_aware"))
+def _routed(name: str) -> Callable[[sc.Analysis], sc.Analysis]:
+    """The twin of the routing row's ``name`` routing (:func:`app.economics.decide.routing.routers`)."""
+    return lambda analysis: routing.routed(analysis, routing.routers(analysis)[name])
 
 
 # what each truth run changed, and the same change made to the twin fitted on the observed run:
-# (label, run name, the scenario's twin)
-PREFIX_CASES: tuple[tuple[str, str, Callable[[sc.Analysis], sc.Analysis]], ...] = (
-    ("cache on, as observed", "p-n1-x1.0", _as_run),
-    ("cache off (--no-enable-prefix-caching)", "p-n1-x1.0-off", _cache_off),
-    ("load-based routing", "p-n2-x2.0", _as_run),
-    ("prefix-aware routing (a conversation stays on its replica)", "p-n2-x2.0-sticky", _prefix_aware),
+# (label, run name, the routing row's routing or None, the scenario's twin)
+PREFIX_CASES: tuple[tuple[str, str, str | None, Callable[[sc.Analysis], sc.Analysis]], ...] = (
+    ("cache on, as observed", "p-n1-x1.0", None, _as_run),
+    ("cache off (--no-enable-prefix-caching)", "p-n1-x1.0-off", None, _cache_off),
+    ("load-based routing", "p-n2-x2.0", routing.LOAD_BASED, _routed(routing.LOAD_BASED)),
+    ("prefix-aware routing (a conversation stays on its replica)", "p-n2-x2.0-sticky", routing.PREFIX_AWARE,
+     _routed(routing.PREFIX_AWARE)),
 )
 
 
@@ -152,24 +164,59 @@ def _relative_noise(t: dict[str, Any]) -> dict[str, float]:
             for m in cp.METRICS}
 
 
+def trace_split(run_dir: Path, block: int = 128) -> dict[str, float]:
+    """A prefix run's own split of its cached tokens: every request's system prompt (the trace's, in
+    whole blocks of the CPU build's 128 tokens and short of the prompt's last token) against the hits
+    the engine counted; the rest is history. Empty where the run has no counters of its own."""
+    meta = cp.run_meta(run_dir)
+    system = int(meta["spec"]["trace"]["conversations"]["system_tokens"])
+    req = tr.read(cp.requests_file(run_dir))
+    prompt = np.asarray(req.prompt_tokens, dtype=np.int64)[np.argsort(req.sent_unix, kind="stable")]
+    total = float(prompt.sum())
+    # every request but the first finds the system prompt cached
+    shared = float(np.minimum(system, (prompt[1:] - 1) // block * block).sum())
+    cached = cp.cached_share(run_dir)
+    if cached is None or total <= 0:
+        return {}
+    return {"cached_share": cached, "system_share": shared / total,
+            "conversation_share": max(0.0, 1.0 - shared / (cached * total))}
+
+
+def prefix_command(assumptions: dict[str, Any] | None = None) -> str:
+    """The command that wrote the prefix family's JSON, with the assumptions it passed."""
+    flags = {"think_s": "--think-time", "conversation_share": "--conversation-share"}
+    extra = "".join(f" {flags[k]} {v:g}" for k, v in (assumptions or {}).items())
+    return PREFIX_COMMAND.replace(" --out", extra + " --out")
+
+
 def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.THRESHOLDS, seeds: int = 3,
-                    say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+                    say: Callable[[str], None] = lambda _m: None, assumptions: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
     """The prefix-cache family: fit on the observed run (cache on, one replica) and predict each case
-    (:data:`PREFIX_CASES`) whose run exists, against what the engines measured, with the cached share
-    the export showed and the share each run's engines served."""
+    (:data:`PREFIX_CASES`) whose run exists, once, against what the engines measured, with the cached
+    share the export showed and the share each run's engines served. The routing cases' rows carry
+    their ``routing`` and the twin's ``router``: together the routing row at their scenario. Each fit
+    carries the split of the cached share it replayed (``split``), the document the observed run's own
+    (``trace_split``). ``assumptions``: the economics' ``think_s`` or ``conversation_share`` (one
+    share for every path), beside the launch flags :data:`GIVEN`."""
     t0 = time.perf_counter()
     runs = {d.name: d for d in run_dirs if (d / "run.json").exists()}
     if PREFIX_OBSERVED not in runs:
-        raise ValueError(f"no run {PREFIX_OBSERVED}: the prefix family's observed run (one replica, cache on)")
+        raise ValueError(f"no run {PREFIX_OBSERVED}: the prefix family's observed run (one replica, cache on); "
+                         f"run `python -m app.bench.realengine run --workdir DIR {PREFIX_OBSERVED}`")
     observed = runs[PREFIX_OBSERVED]
-    out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "cases": [], "given": GIVEN,
+    given: dict[str, Any] = {**GIVEN, **(assumptions or {})}
+    if "conversation_share" in given and not isinstance(given["conversation_share"], dict):
+        given["conversation_share"] = {"*": float(given["conversation_share"])}
+    out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "cases": [], "given": given,
                            "goal": {"relative": cp.REL_GOAL, "absolute": cp.ABS_GOAL},
-                           "trace": cp.run_meta(observed)["spec"]["trace"]}
-    for label, name, _ in PREFIX_CASES:
+                           "trace": cp.run_meta(observed)["spec"]["trace"], "trace_split": trace_split(observed)}
+    for label, name, routing_name, _ in PREFIX_CASES:
         if name in runs:
             d, meta = runs[name], cp.run_meta(runs[name])
             s = cp.scenario_of(d)
-            out["cases"].append({"case": label, "run": name, "replicas": s[0], "traffic": s[1], "context": s[2],
+            out["cases"].append({"case": label, "run": name, "routing": routing_name, "replicas": s[0],
+                                 "traffic": s[1], "context": s[2],
                                  "router": meta["spec"].get("router"), "prefix_caching":
                                  meta["spec"]["flags"].get("prefix_caching", True),
                                  "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
@@ -178,24 +225,29 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
                                  "machine_load": meta.get("machine_load", {}), "step_truth": cp.step_truth(d)})
     for th in thresholds:
         say(f"fitting on {observed.name}'s query_range export, {th.label}")
-        analysis = cp.fit(observed, th, "chat", GIVEN, export="query_range", seeds=2)
+        analysis = cp.fit(observed, th, "chat", given, export="query_range", seeds=2)
         truth_observed = cp.truth_of([observed], th)
-        for label, name, twin in PREFIX_CASES:
+        for label, name, routing_name, twin in PREFIX_CASES:
             if name not in runs:
                 continue
             s = cp.scenario_of(runs[name])
-            say(f"  {label}: predicting {s}")
-            preds = sc.run_scenarios(twin(analysis), [s], seeds=seeds)[s]
+            scenario_twin = twin(analysis)
+            say(f"  {label}: predicting {s} ({scenario_twin.model.router})")
+            preds = sc.run_scenarios(scenario_twin, [s], seeds=seeds)[s]
             case = next(c for c in out["cases"] if c["run"] == name)
             case.setdefault("predicted_cached_share", {})[th.label] = preds[0].cached_share
             truth = cp.truth_of([runs[name]], th)
             for r in cp.rows(analysis, preds, {s: truth}, th, {}):
                 r["case"], r["run"] = label, name
+                if routing_name is not None:
+                    r["routing"], r["router"] = routing_name, scenario_twin.model.router
                 out["rows"].append(r)
+        split = analysis.demand.paths[0].prefix
         out["fits"].append({"threshold": th.label, "model": cp.model_of(analysis), "residual": cp.residual_of(analysis),
                             "cached_share_read": analysis.model.prefix_cached_share,
+                            "split": split.as_json() if split is not None else None,
                             "observed_truth": truth_observed,
                             "calibration": {k: v for k, v in analysis.calibration.items() if k != "rounds"}})
     out["evaluate_s"] = time.perf_counter() - t0
-    out["provenance"] = provenance.record(PREFIX_COMMAND)
+    out["provenance"] = provenance.record(prefix_command(assumptions))
     return out
