@@ -196,7 +196,7 @@ def chosen(rp: RoutingPredictions, targets: Mapping[str, float], observed: int) 
     need = needed(rp.by_size[LOAD_BASED], targets)
     if need is not None:
         return need, "the smallest size meeting every path's promise under load-based routing"
-    return observed, "the observed fleet size (no size replayed meets the promise under load-based routing)"
+    return observed, "the observed fleet size: no size replayed meets the promise under load-based routing"
 
 
 def _requests(analysis: Analysis, traffic: float, horizon_hours: float) -> dict[str, float]:

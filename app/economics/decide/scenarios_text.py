@@ -189,8 +189,10 @@ def routing_markdown(doc: dict[str, Any]) -> list[str]:
             f"([{_usd(w['total_cost_saved_low'])}, {_usd(w['total_cost_saved_high'])}] over the intervals); "
             f"replicas the promise needs: {saved}"]
     for path, s in r["split"].items():
+        follow = (f"follow-ups {s['followup_share']:.0%} ({s['followup_source']}); think time {s['think_s']:.3g} s"
+                  if s["followup_share"] > 0 else "no follow-ups: nothing of the share is conversation history")
         out.append(f"- split of {md(path)}'s cached share ({_pct(s['cached_share'])} measured): {s['conversation_detail']}; "
-                   f"follow-ups {s['followup_share']:.0%} ({s['followup_source']}); think time {s['think_s']:g} s")
+                   f"{follow}")
     return out
 
 
