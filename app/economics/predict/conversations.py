@@ -51,6 +51,8 @@ from app.economics.run.replay import (
 )
 
 SPLIT_SEED = 1000  # the requests the split and the follow-up share are fitted on (the residual's first seed)
+HELD_OUT_SEED = 1001  # requests the fit did not see: a fitted think time or per-minute factor must hold on them
+MIN_GAIN = 0.10  # ... by bringing the computed tokens per minute this much closer (relative), or it is dropped
 ROUNDS = 4  # twin runs at most to meet the observed share
 TOLERANCE_ABS = 0.005  # the twin's served share meets the observed within 0.5 pp
 TOLERANCE_REL = 0.02  # or 2 % of it
@@ -242,14 +244,29 @@ def _search_think(model: ReplicaModel, demand: Demand, span: Demand, replicas: i
                 s.think_s, s.followup_share, _, s.twin_cached_share = tried[k][best]
             else:
                 s.think_s *= THINK_STEP
+    # a shorter think time than the halving's must hold on requests the search did not see
+    chosen = {k: (s.think_s, s.followup_share, s.twin_cached_share) for k, s in splits.items() if s is not None}
+    moved = [k for k in chosen if tried[k] and chosen[k][0] != tried[k][0][0]]
+    rejected: set[int] = set()
+    if moved:
+        held = _held_out(model, demand, span, replicas, splits, {
+            "plain": lambda k, s: _put_state(s, tried[k][0]), "fitted": lambda k, s: _put_state(s, chosen[k])})
+        rejected = {k for k in moved if not _better(held, k)}
+        for k in rejected:
+            tried[k] = [tried[k][0]]  # as if no shorter one had served: the halving's upper bound
+    for k, s in splits.items():
+        assert s is not None
+        _put_state(s, tried[k][0] if k in rejected else chosen[k])
     notes: dict[int, str] = {}
     for k, rows in tried.items():
         s = splits[k]
         assert s is not None
         s.think_source = "fitted"
-        if not np.isfinite([m for _, _, m, _ in rows]).any():
+        if k in rejected or not np.isfinite([m for _, _, m, _ in rows]).any():
             s.think_source = "bound"
-            why = ("the export has no cached tokens per window to fit it closer" if len(rows) == 1 else
+            why = ("a shorter one followed the export's computed tokens per minute closer on the requests it was "
+                   "fitted on but not, by 10 %, on a second draw" if k in rejected else
+                   "the export has no cached tokens per window to fit it closer" if len(rows) == 1 else
                    "no shorter one served the observed share, so the computed tokens per minute could not choose")
             notes[k] = (f"; the think time fitted, an upper bound: at {s.think_s:.3g} s the cache holds enough "
                         f"history" + (f" (halved from {DEFAULT_THINK_S:g} s, at which it could not)" if k in halved
@@ -264,18 +281,29 @@ def _search_think(model: ReplicaModel, demand: Demand, span: Demand, replicas: i
     return notes
 
 
+def _put_state(s: PrefixSplit, state: tuple[float, ...]) -> None:
+    s.think_s, s.followup_share = state[0], state[1]
+    s.twin_cached_share = state[-1]
+
+
+def _put_factors(s: PrefixSplit, factors: np.ndarray | None, state: tuple[float, float] | None) -> None:
+    s.followup_by_block = factors
+    if state is not None:
+        s.followup_share, s.twin_cached_share = state
+
+
 def _block_s(demand: Demand) -> float:
     per = max(1, int(round(max(COMPUTED_BLOCK_S, demand.window_s) / demand.window_s)))
     return float(per * demand.window_s)
 
 
-def _computed_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: int
+def _computed_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, seed: int = SPLIT_SEED
                      ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per path with per-window prefix-cache counters, the blocks of ``_block_s`` (counted from
     ``demand``'s origin) that lie whole in ``span`` with every window known: (their index, the
     prompt tokens the twin computed in them — prompt less cached, by first token, at the observed N
     on ``span`` — and those the export's counters say the engine computed)."""
-    _, out = run_twin(model, span, replicas, seed=SPLIT_SEED)
+    _, out = run_twin(model, span, replicas, seed=seed)
     block_s = _block_s(demand)
     per = int(round(block_s / span.window_s))
     shift = span.origin - demand.origin  # the span's start, from the demand's
@@ -312,9 +340,30 @@ def _misfit(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
     return float(np.sqrt(np.mean((twin - obs) ** 2)) / obs.mean())
 
 
-def _computed_misfit(model: ReplicaModel, demand: Demand, span: Demand, replicas: int) -> dict[int, float]:
+def _computed_misfit(model: ReplicaModel, demand: Demand, span: Demand, replicas: int, seed: int = SPLIT_SEED
+                     ) -> dict[int, float]:
     """Per path with per-window prefix-cache counters: :func:`_misfit` of :func:`_computed_blocks`."""
-    return {k: _misfit(b) for k, b in _computed_blocks(model, demand, span, replicas).items()}
+    return {k: _misfit(b) for k, b in _computed_blocks(model, demand, span, replicas, seed).items()}
+
+
+def _held_out(model: ReplicaModel, demand: Demand, span: Demand, replicas: int,
+              splits: Mapping[int, PrefixSplit | None], states: Mapping[str, Callable[[int, PrefixSplit], None]]
+              ) -> dict[str, dict[int, float]]:
+    """:func:`_computed_misfit` on the held-out draw (``HELD_OUT_SEED``: requests the fit did not see) of
+    each named state, set on every split by its setter."""
+    out = {}
+    for name, put in states.items():
+        for k, s in splits.items():
+            assert s is not None
+            put(k, s)
+        out[name] = _computed_misfit(model, demand, span, replicas, HELD_OUT_SEED)
+    return out
+
+
+def _better(held: Mapping[str, Mapping[int, float]], k: int) -> bool:
+    """Whether the fitted state beats the plain one on the held-out draw by ``MIN_GAIN`` at least."""
+    base, fitted = held["plain"].get(k, math.nan), held["fitted"].get(k, math.nan)
+    return math.isfinite(base) and math.isfinite(fitted) and fitted <= (1 - MIN_GAIN) * base
 
 
 def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: int,
@@ -353,10 +402,17 @@ def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: 
                 s.followup_by_block[idx] = np.clip(s.followup_by_block[idx] * ratio, *FOLLOW_FACTOR_RANGE)
         if round_ < FOLLOW_ROUNDS:
             _fit_followups(model, span, replicas, thresholds, splits, arrays)
+    candidates = {k for k in best if best[k][0] < start.get(k, math.nan)}
+    if candidates:  # the factors must hold on requests they were not fitted on
+        held = _held_out(model, demand, span, replicas, splits, {
+            "plain": lambda k, s: _put_factors(s, None, initial.get(k)),
+            "fitted": lambda k, s: _put_factors(s, best[k][1], best[k][2:]) if k in candidates
+            else _put_factors(s, None, initial.get(k))})
+        candidates = {k for k in candidates if _better(held, k)}
     notes: dict[int, str] = {}
     for k, s in splits.items():
         assert s is not None
-        if k not in best or not best[k][0] < start.get(k, math.nan):
+        if k not in candidates:
             s.followup_by_block = None
             if k in initial:
                 s.followup_share, s.twin_cached_share = initial[k]
@@ -365,7 +421,8 @@ def _follow_blocks(model: ReplicaModel, demand: Demand, span: Demand, replicas: 
         s.followup_by_block = factors
         notes[k] = (f"; per minute, the follow-up share moved x{factors.min():.2g} to x{factors.max():.2g} so that the "
                     f"twin computes the prompt tokens the export says the engine did (their RMS difference "
-                    f"{100 * start[k]:.0f} % -> {100 * misfit:.0f} % of the export's mean per minute)")
+                    f"{100 * start[k]:.0f} % -> {100 * misfit:.0f} % of the export's mean per minute; on a second "
+                    f"draw {100 * held['plain'][k]:.0f} % -> {100 * held['fitted'][k]:.0f} %)")
     return notes
 
 
