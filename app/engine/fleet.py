@@ -13,12 +13,14 @@ The client does not retry. The router skips a replica from its crash until it is
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.engine.closed import closed_loop
 from app.engine.config import NO_EVENTS, Events, FleetConfig
 from app.engine.metrics_catalog import ITERATION_TOKEN_BUCKETS, ITL_BUCKETS
 from app.engine.prefix import prefix_keys
@@ -151,20 +153,84 @@ def run_fleet(trace: Trace, config: FleetConfig, events: Events = NO_EVENTS, see
     # the replica of each conversation's latest turn (the prefix-aware router's memory)
     conv = keys.conversation.tolist() if keys is not None else None
     last_replica = [-1] * (keys.n_conversations if keys is not None else 0)
-    for i in range(reqs.n):
-        tau = arrival[i]
-        run_until(tau)
+
+    def send(i: int, tau: float) -> None:
+        nonlocal nxt
         start, nxt = nxt, (nxt + 1) % config.replicas
         c = conv[i] if conv is not None else -1
         r = choose(config.router, reps, start, draw, last_replica[c] if c >= 0 else -1, config.affinity_margin)
         if c >= 0:
             last_replica[c] = r
         reps[r].enqueue(i, tau)
-    run_until(horizon)
-    if drain:
-        for rep in reps:
-            while rep.plan_end < math.inf:
-                rep.process()
+
+    loop = closed_loop(trace)
+    if loop is None:
+        for i in range(reqs.n):
+            tau = arrival[i]
+            run_until(tau)
+            send(i, tau)
+        run_until(horizon)
+        if drain:
+            for rep in reps:
+                while rep.plan_end < math.inf:
+                    rep.process()
+    else:
+        # app.engine.closed: one loop over the scheduled arrivals, the released follow-ups, the grid,
+        # the restarts and the replicas' events in time order
+        reqs.follower = follower = loop.follower.tolist()
+        gap = loop.gap_s.tolist()
+        scheduled = loop.scheduled.tolist()
+        pending: list[tuple[float, int]] = []  # (send time, request)
+        front, per_token = config.step.frontend_s, config.step.frontend_per_token_s
+        limit = math.inf if drain else horizon  # not drained: nothing is sent, nothing runs, after the end
+        p = 0
+
+        def released() -> bool:
+            """Queue the follow-ups of the requests that finished since the last call."""
+            for i in reqs.released:
+                heapq.heappush(pending, (reqs.finish_t[i] + gap[follower[i]], follower[i]))
+            some = bool(reqs.released)
+            reqs.released.clear()
+            return some
+
+        def ordered(x: float) -> bool:
+            """The replicas' events up to x, the earliest first (the lower index at a tie); False as
+            soon as one releases a follow-up, which may be sent before x."""
+            while True:
+                r, end = min(enumerate(rep.plan_end for rep in reps), key=lambda e: e[1])
+                if end > x or end == math.inf:
+                    return True
+                reps[r].process()
+                if released():
+                    return False
+
+        while True:
+            nxt_s = (arrival[scheduled[p]], scheduled[p]) if p < len(scheduled) else (math.inf, reqs.n)
+            t_a, i = min(nxt_s, pending[0]) if pending else nxt_s
+            if t_a > limit:
+                t_a = math.inf
+            tg = gi * dt if gi < n_grid else math.inf
+            ts = specials[si][0] if si < len(specials) and specials[si][0] <= horizon else math.inf
+            t = min(tg, ts, t_a)
+            if not ordered(min(t, limit)):
+                continue
+            if t == math.inf:
+                break
+            if tg <= ts and tg <= t_a:
+                for r, rep in enumerate(reps):
+                    counters[r].gauges[gi] = rep.peek_gauges(t) if rep.up else (0, 0, 0.0)
+                gi += 1
+            elif ts <= t_a:
+                run_until(ts)  # the restarts at ts (every replica is there: it handles only those)
+                released()  # a crash's lost requests release their follow-ups
+            else:
+                if p < len(scheduled) and i == scheduled[p]:
+                    p += 1
+                else:
+                    heapq.heappop(pending)
+                    arrival[i] = t_a
+                    reqs.eng_arrival[i] = t_a + front + per_token * reqs.prompt[i]
+                send(i, t_a)
     run = FleetRun(trace=trace, config=config, events=events, seed=seed, reqs=reqs, counters=counters,
                    epochs=epochs, grid_dt=dt, n_grid=n_grid, drained=drain)
     run.sim_seconds = time.perf_counter() - wall

@@ -100,6 +100,10 @@ class Requests:
             self.conversation = keys.conversation.tolist()
             # leading blocks a request holds under their keys (~c: c of them, and no more to register)
             self.chain = [0] * n
+        # closed loop (app.engine.closed): the request that follows each (None: none does), and the
+        # finished ones whose follower the fleet has not sent yet, in finish order
+        self.follower: list[int] | None = None
+        self.released: list[int] = []
 
 
 class StepCounters:
@@ -259,6 +263,8 @@ class Replica:
             reqs.finish_t[i] = t
             reqs.reason[i] = REASON_ABORT
             reqs.lost[i] = True
+            if reqs.follower is not None and reqs.follower[i] >= 0:
+                reqs.released.append(i)
         self.up = False
         self.reset(t)
         return lost
@@ -803,3 +809,5 @@ class Replica:
         reqs.finish_t[i] = t
         reqs.gen[i] = reqs.target[i]
         reqs.reason[i] = REASON_LENGTH if reqs.hits_max[i] else REASON_STOP
+        if reqs.follower is not None and reqs.follower[i] >= 0:
+            reqs.released.append(i)

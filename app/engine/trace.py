@@ -109,6 +109,12 @@ class Trace:
     ``conversation`` (int64, -1: none) and ``history_tokens`` (int32), the conversation a request is a
     turn of and how many tokens after the shared prefix repeat its earlier turns (their messages and
     the engine's answers). A prompt is prefix_tokens + history_tokens + the turn's new tokens.
+
+    When follow-ups are sent (closed loop, :mod:`app.engine.closed`; None: every request at its
+    ``arrival_s``): ``follows`` (int64, -1: none), the earlier request whose answer a request waits
+    for, and ``gap_s`` (float64), how long after that answer it is sent. Such a request's
+    ``arrival_s`` is where an open-loop trace would have put it; the engines send it at the finish of
+    the request it follows + its gap, as a chat client does whose user reads the answer, then writes.
     """
 
     origin: float
@@ -129,6 +135,8 @@ class Trace:
     prefix_tokens: np.ndarray | None = None
     conversation: np.ndarray | None = None
     history_tokens: np.ndarray | None = None
+    follows: np.ndarray | None = None
+    gap_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)

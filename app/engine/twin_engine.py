@@ -50,8 +50,9 @@ ROUTER_CODES = {name: code for code, name in enumerate(ALL_ROUTERS)}
 # takes requests; a DRAINING one finishes what it holds
 OFF, STARTING, READY, DRAINING = 0, 1, 2, 3
 
-# flags of a request
-DEC, LAG = 1, 2
+# flags of a request: decoding, skipped by the last step, followed by a request that waits for its
+# answer (closed loop, app.engine.closed: its finish is put in the release buffer)
+DEC, LAG, FOLLOWED = 1, 2, 4
 
 # what a request's next (re)prefill computes, the Python engine's ``to_prefill``, is always prompt + gen
 # when it is read, and its ``last_tok`` feeds only the ITL histogram: neither is kept (a month of
@@ -85,6 +86,9 @@ REPLICA = np.dtype([
 # has a row of its own, ring size - 1 in a counted run), whether the prefix cache works, the size of
 # its key table, and the prefix-aware router's margin; step-time coefficients in a float64 array
 BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK, CACHING, TSIZE, MARGIN = range(10)
+# then the release buffer (closed loop): how many rows finished with FOLLOWED since the fleet loop
+# last emptied it, then room for RELEASE_ROOM of them (one step finishes at most its batch)
+REL_N, REL0 = 10, 11
 A, B, B2, C, D, E = range(6)
 
 # How the event loop's functions are compiled. error_model="numpy": no zero-divisor check on integer
@@ -501,6 +505,11 @@ def _finish(rq, rp, kc, ip, r, i, t, computed):
     rq[i].finish = t
     rq[i].gen = rq[i].target
     rq[i].reason = REASON_LENGTH if rq[i].hits_max else REASON_STOP
+    if rq[i].flags & FOLLOWED:
+        k = ip[REL_N]
+        if REL0 + k < ip.shape[0]:  # past the room the loop raises (ip[REL_N] counts them all)
+            ip[REL0 + k] = i
+        ip[REL_N] = k + 1
 
 
 @njit(**LOOP)
@@ -1086,15 +1095,23 @@ def new_replicas(n_rep: int, ip: np.ndarray | None = None) -> np.ndarray:
     return rp
 
 
-def engine_arrays(config: FleetConfig, mask: int = -1, caching: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The engine's limits (``ip``, with the row ``mask`` and whether the prefix cache works) and
-    step-time coefficients (``fp``)."""
+def release_room(config: FleetConfig) -> int:
+    """The release buffer's rows: the most requests one step of a replica finishes (its batch), twice."""
+    return 2 * config.engine.max_num_seqs + 2
+
+
+def engine_arrays(config: FleetConfig, mask: int = -1, caching: bool = False, closed: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's limits (``ip``, with the row ``mask``, whether the prefix cache works and with
+    ``closed`` the release buffer) and step-time coefficients (``fp``)."""
     eng, st = config.engine, config.step
     table = 1 << max(1, (2 * eng.num_gpu_blocks - 1).bit_length())  # at most half full: short probes
     ip = np.array([eng.block_size, eng.num_gpu_blocks, eng.max_num_seqs, eng.max_num_batched_tokens,
                    int(eng.reserve_full_prompt), int(eng.admission_watermark * eng.num_gpu_blocks), mask,
-                   int(caching), table, config.affinity_margin],
+                   int(caching), table, config.affinity_margin, 0],
                   dtype=np.int64)
+    if closed:
+        ip = np.concatenate([ip, np.full(release_room(config), -1, dtype=np.int64)])
     fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
                    st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
     return ip, fp

@@ -18,20 +18,25 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from app.engine.closed import closed_loop
 from app.engine.config import NO_EVENTS, FleetConfig
 from app.engine.fleet import MODEL_LOAD_S, PROCESS_LEAD_S, Epoch, FleetRun
 from app.engine.prefix import prefix_keys
 from app.engine.trace import Trace
 from app.engine.twin_engine import (
+    FOLLOWED,
     HEADS,
     HEAP_COLUMNS,
     HEAP_ROWS,
+    INF,
     LOOP,
     MARGIN,
     MASK,
     POWER_OF_TWO,
     RANDOM,
     READY,
+    REL0,
+    REL_N,
     ROUTER_CODES,
     STEP,
     advance,
@@ -42,7 +47,9 @@ from app.engine.twin_engine import (
     grown_heap,
     new_cache,
     new_replicas,
+    process,
     read_gauges,
+    release_room,
     route,
     unsupported,
 )
@@ -142,6 +149,139 @@ def _run(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, 
     h = drain(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp)
     at[0], at[1], at[2] = n, gi, nxt
     return h, True
+
+
+# -- closed loop (app.engine.closed) -----------------------------------------------------------------
+@njit(**LOOP)
+def _before(pt, pi, a, b):
+    return pt[a] < pt[b] or (pt[a] == pt[b] and pi[a] < pi[b])
+
+
+@njit(**LOOP)
+def _pend_push(pt, pi, n, t, i):
+    """Push (t, i) on the heap of released follow-ups (ordered on (time, request), as Python's tuples)."""
+    k = n
+    pt[k], pi[k] = t, i
+    while k > 0:
+        up = (k - 1) >> 1
+        if not _before(pt, pi, k, up):
+            break
+        pt[k], pt[up] = pt[up], pt[k]
+        pi[k], pi[up] = pi[up], pi[k]
+        k = up
+    return n + 1
+
+
+@njit(**LOOP)
+def _pend_pop(pt, pi, n):
+    n -= 1
+    pt[0], pi[0] = pt[n], pi[n]
+    k = 0
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and _before(pt, pi, c + 1, c):
+            c += 1
+        if not _before(pt, pi, c, k):
+            break
+        pt[k], pt[c] = pt[c], pt[k]
+        pi[k], pi[c] = pi[c], pi[k]
+        k = c
+    return n
+
+
+@njit(**LOOP)
+def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, gap, pt, pi, at):
+    """The replicas' events up to x, the earliest first (the lower index at a tie), as the Python
+    fleet's closed loop runs them: 0 when every replica's plan ends after x; 1 as soon as one released
+    follow-ups (pushed on the heap, its size in ``at[4]``: one may be sent before x); 2 when a
+    replica stopped for a larger heap; 3 when a step finished more followed requests than the
+    release buffer holds."""
+    n_rep = rp.shape[0]
+    while True:
+        r, end = -1, INF
+        for q in range(n_rep):
+            if rp[q].plan_end < end:
+                r, end = q, rp[q].plan_end
+        if r < 0 or end > x:
+            return 0
+        ok = process(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r)
+        n_rel = ip[REL_N]
+        if n_rel > 0:
+            if REL0 + n_rel > ip.shape[0]:
+                return 3
+            for k in range(n_rel):
+                s = ip[REL0 + k]
+                j = follower[rq[s].id]
+                at[4] = _pend_push(pt, pi, at[4], rq[s].finish + gap[j], j)
+            ip[REL_N] = 0
+            return 1 if ok else 2
+        if not ok:
+            return 2
+
+
+@njit(cache=True, error_model="numpy")
+def _run_closed(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h,
+                st_dec, st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, at, follower, gap, scheduled, pt,
+                pi, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
+    """:func:`_run` with follow-ups in closed loop (``app.engine.closed``; the Python fleet's loop,
+    drained): the next event is the earliest of the scheduled arrival ``scheduled[at[0]]``, the heap
+    of released follow-ups (``pt``, ``pi``: time, request; ``at[4]`` of them) and the grid point
+    ``at[1]`` (first at a tie); before it, the replicas' events run in time order, and a follow-up
+    released on the way is considered at once. ``at``: scheduled position, grid point, router start,
+    requests routed (the router's draws are the k-th routed request's), heap size. Returns (h, 0)
+    drained, (h, 1) to enlarge the ring (as :func:`_run`), (h, 3) release buffer overflow."""
+    n_rep, n_grid = rp.shape[0], gauges.shape[1] - 1
+    n_sched = scheduled.shape[0]
+    while True:
+        p = at[0]
+        if p < n_sched:
+            i, t_a = scheduled[p], arrival[scheduled[p]] + 0.0
+        else:
+            i, t_a = arrival.shape[0], INF
+        held = False
+        if at[4] > 0 and (pt[0] < t_a or (pt[0] == t_a and pi[0] < i)):
+            i, t_a, held = pi[0], pt[0], True
+        gi = at[1]
+        tg = gi * dt if gi < n_grid else INF
+        t = tg if tg < t_a else t_a
+        status = _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, t, follower, gap, pt, pi, at)
+        if status == 2:
+            h = grown_heap(h)
+            continue
+        if status == 3:
+            return h, 3
+        if status == 1:
+            continue
+        if t == INF:
+            return h, 0
+        if tg <= t_a:
+            read_gauges(rp, prefix, ip, state, tg, gauges, gi)
+            at[1] = gi + 1
+            continue
+        s = i & ip[MASK]
+        if rq[s].id >= 0:  # a counted run's ring: the row of an earlier request
+            if rq[s].reason < 0:
+                return h, 1
+            _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
+        _new_row(rq, s, i, arrival, prompt, target, path, hits_max, keys)
+        if held:
+            at[4] = _pend_pop(pt, pi, at[4])
+            rq[s].arrival = t_a + 0.0
+        else:
+            at[0] = p + 1
+        if follower[i] >= 0:
+            rq[s].flags |= FOLLOWED
+        start = at[2]
+        at[2] = (start + 1) % n_rep
+        ia, ib = _picks(router, n_rep, pick_a, pick_b, at[3])
+        at[3] += 1
+        c = conv[i] if conv.shape[0] > 0 else -1
+        r = route(rp, state, n_rep, router, start, ia, ib, last_replica[c] if c >= 0 else -1, ip[MARGIN])
+        if c >= 0:
+            last_replica[c] = r
+        enqueue(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r, s)
 
 
 # -- the router's random draws -----------------------------------------------------------------------
@@ -344,6 +484,7 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     n_rep = config.replicas
     n = len(trace.arrival_s)
     pk = prefix_keys(trace, eng.block_size)
+    loop = closed_loop(trace)
     caching = eng.prefix_caching and pk is not None
     keys = (np.stack([pk.prefix_entity, pk.prefix_blocks, pk.entity, pk.first_cap]) if caching
             else np.zeros((4, 0), dtype=np.int64))
@@ -351,13 +492,13 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     last_replica = np.full(pk.n_conversations if pk is not None else 0, -1, dtype=np.int64)
     if counting is None:
         rq = free_rows(n)
-        ip, fp = engine_arrays(config, caching=caching)
+        ip, fp = engine_arrays(config, caching=caching, closed=loop is not None)
         c = Counting(np.zeros(1), np.zeros(1), 0.0, 0.0, 1.0, 1, 0.0, 1.0, 1)  # never counted into
     else:
         if ring_rows < 2 or ring_rows & (ring_rows - 1):
             raise ValueError(f"ring_rows must be a power of two of at least 2, not {ring_rows}")
         rq = free_rows(ring_rows)
-        ip, fp = engine_arrays(config, ring_rows - 1, caching)
+        ip, fp = engine_arrays(config, ring_rows - 1, caching, closed=loop is not None)
         c = counting
     n_paths = len(c.ttft_s)
     counts = Counts(totals=np.zeros((n_paths, TOTALS), dtype=np.int64),
@@ -377,13 +518,28 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     h = np.empty((n_rep, max(heap_rows, 1), HEAP_COLUMNS), dtype=np.int64)
     st_dec = np.empty((n_rep, eng.max_num_seqs + 1), dtype=np.int64)
     st_pf = np.empty((n_rep, eng.max_num_seqs + 1, 3), dtype=np.int64)
-    at = np.zeros(3, dtype=np.int64)
     enlarged = 0
+    if loop is not None:
+        at = np.zeros(5, dtype=np.int64)
+        n_follow = n - len(loop.scheduled)
+        pt, pi = np.empty(n_follow + 1), np.empty(n_follow + 1, dtype=np.int64)
+    else:
+        at = np.zeros(3, dtype=np.int64)
     while True:
-        h, done = _run(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path, trace.hits_max,
-                       keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec, st_pf, gauges, ip, fp,
-                       ROUTER_CODES[config.router], state, pick_a, pick_b, float(dt), float(trace.duration_s), at,
-                       *sink)
+        if loop is None:
+            h, done = _run(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path, trace.hits_max,
+                           keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec, st_pf, gauges, ip, fp,
+                           ROUTER_CODES[config.router], state, pick_a, pick_b, float(dt), float(trace.duration_s), at,
+                           *sink)
+        else:
+            h, status = _run_closed(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path,
+                                    trace.hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec, st_pf,
+                                    gauges, ip, fp, ROUTER_CODES[config.router], state, pick_a, pick_b, float(dt), at,
+                                    loop.follower, loop.gap_s, loop.scheduled, pt, pi, *sink)
+            if status == 3:
+                raise RuntimeError(f"the compiled twin's release buffer ({release_room(config)} rows) overflowed: "
+                                   f"one step finished {int(ip[REL_N])} followed requests")
+            done = status == 0
         if done:
             break
         rq = _enlarged(rq, rp, st_dec, st_pf, ip, sink)
@@ -402,7 +558,9 @@ def run_fleet_compiled(trace: Trace, config: FleetConfig, seed: int = 0) -> Flee
     sim = simulate(trace, config, seed)
     rq = sim.rows
     n, n_rep = len(rq), config.replicas
-    reqs = TwinRequests(arrival=np.asarray(trace.arrival_s, dtype=float), eng_arrival=rq["arrival"],
+    # a follow-up sent in closed loop arrives when it is sent, not at its trace time
+    sent = rq["arrival"] if trace.follows is not None else np.asarray(trace.arrival_s, dtype=float)
+    reqs = TwinRequests(arrival=sent, eng_arrival=rq["arrival"],
                         sched_t=rq["sched"], first_t=rq["first"], finish_t=rq["finish"],
                         replica=rq["replica"].astype(np.int64), path=rq["path"].astype(np.int64),
                         prompt=rq["prompt"].astype(np.int64), gen=rq["gen"].astype(np.int64),
