@@ -36,17 +36,44 @@ def test_a_chain_by_hand() -> None:
     wish = np.array([0.1, 0.1, 0.9, 0.1, 0.1, 0.1])
     c = np.empty(6, dtype=np.int64)
     h = np.empty(6, dtype=np.int64)
-    conv._chain(arrival, prompt, output, held, ready, wish, 0.5, 20.0, 4, 16, c, h)
+    p = np.empty(6, dtype=np.int64)
+    conv._chain(arrival, prompt, output, held, ready, wish, 0.5, 20.0, 4, 16, c, h, p)
     assert c.tolist() == [0, 1, 1, 0, 4, 5]
     assert h.tolist() == [0, 0, 7, 25, 0, 0]
+    assert p.tolist() == [-1, -1, 1, 0, -1, -1]  # the turn each follows
     # the history a cache keeping the conversation serves: the leading whole blocks of prefix + history
     assert conv.history_hits(held, h, 4).tolist() == [0, 0, 4, 24, 0, 0]
     # looking at the earliest ready conversation only, 2 would not have found 1 behind 0
-    conv._chain(arrival, prompt, output, held, ready, wish, 0.5, 20.0, 4, 1, c, h)
+    conv._chain(arrival, prompt, output, held, ready, wish, 0.5, 20.0, 4, 1, c, h, p)
     assert c.tolist()[:3] == [0, 1, 2]
     # no turn goes on: no conversation
-    conv._chain(arrival, prompt, output, held, ready, wish, 0.0, 20.0, 4, 16, c, h)
-    assert c.tolist() == list(range(6)) and not h.any()
+    conv._chain(arrival, prompt, output, held, ready, wish, 0.0, 20.0, 4, 16, c, h, p)
+    assert c.tolist() == list(range(6)) and not h.any() and (p == -1).all()
+
+
+def test_a_turns_gap_is_its_wait_after_the_estimated_answer() -> None:
+    """What a closed-loop replay keeps (``Turns.gap_s``): a later turn's arrival less its previous turn's
+    arrival, TTFT and output x TPOT (the split's estimate of the answer), never less than the think
+    time it drew; a first turn follows none."""
+    rng = np.random.default_rng(7)
+    n = 400
+    arrival = np.sort(rng.uniform(0.0, 1200.0, n))
+    output = rng.integers(20, 200, n)
+    prompt = 64 + rng.integers(1, 40, n) + np.arange(n) % 7 * 300  # long prompts can hold a history
+    held = np.full(n, 64)
+    split = PrefixSplit(cached_share=0.5, conversation_share=0.5, conversation_source="given",
+                        conversation_detail="", shared_tokens=64, shared_share=0.1, followup_share=0.6, think_s=8.0,
+                        ttft_s=0.4, tpot_s=0.02)
+    t = conv.turns(arrival, prompt, output, held, split, 16, conv.chain_rng(1, 0))
+    later = t.previous >= 0
+    assert later.sum() > 50 and (t.previous[later] < np.flatnonzero(later)).all()
+    j = t.previous[later]
+    assert t.gap_s[later] == pytest.approx(arrival[later] - (arrival[j] + 0.4 + output[j] * 0.02), abs=1e-9)
+    assert (t.gap_s[later] >= 0).all() and (t.gap_s[~later] == 0).all()
+    # a turn continues its previous turn's conversation, and chain() is its first two fields
+    assert (t.conversation[later] == t.conversation[j]).all()
+    c, h = conv.chain(arrival, prompt, output, held, split, 16, conv.chain_rng(1, 0))
+    assert np.array_equal(c, t.conversation) and np.array_equal(h, t.history)
 
 
 def test_the_split_is_the_least_conversation_the_prompt_lengths_allow() -> None:

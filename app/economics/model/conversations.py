@@ -35,7 +35,7 @@ the observed N and router serves the observed share (``app.economics.predict.con
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -145,9 +145,10 @@ def _push(t: np.ndarray, idx: np.ndarray, size: int, when: float, i: int) -> int
 @njit(cache=True)
 def _chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray, ready: np.ndarray,
            wish: np.ndarray, follow: float, patience: float, block: int, lookahead: int, conv: np.ndarray,
-           history: np.ndarray) -> None:
+           history: np.ndarray, previous: np.ndarray) -> None:
     """Requests in arrival order: ``conv[i]`` the first turn's index of i's conversation, ``history[i]``
-    the tokens after the shared prefix that repeat its earlier turns (0: a first turn). Request i's
+    the tokens after the shared prefix that repeat its earlier turns (0: a first turn), ``previous[i]``
+    its conversation's turn before it (-1: a first turn). Request i's
     conversation goes on after it when ``wish[i] < follow``, from ``ready[i]`` on. A request continues,
     among the ``lookahead`` conversations ready earliest, the longest whose whole history its prompt
     holds (with the same shared prefix, and a block of history at least): its prompt is mostly history,
@@ -164,6 +165,7 @@ def _chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np
             size = _pop(heap_t, heap_i, size)
         conv[i] = i
         history[i] = 0
+        previous[i] = -1
         if size > 0:
             tried = 0
             best = -1
@@ -182,17 +184,38 @@ def _chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np
             for x in range(tried):
                 if x == best:
                     conv[i] = conv[aside_i[x]]
+                    previous[i] = aside_i[x]
                 else:
                     size = _push(heap_t, heap_i, size, aside_t[x], aside_i[x])
         if wish[i] < follow:
             size = _push(heap_t, heap_i, size, ready[i], i)
 
 
+@dataclass(frozen=True)
+class Turns:
+    """One path's requests as conversations (:func:`turns`): per request its conversation (the index of
+    its first turn; -1 for a request no later turn continues and that continues none), its history
+    tokens after the shared prefix, the turn before it (-1: none) and its gap: how long after that
+    turn's answer (as estimated, ``PrefixSplit.ttft_s`` + output x ``tpot_s``) it arrives, which a
+    closed-loop replay keeps after the answer the twin gives (``Trace.gap_s``; 0 for a first turn)."""
+
+    conversation: np.ndarray
+    history: np.ndarray
+    previous: np.ndarray
+    gap_s: np.ndarray
+
+
 def chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray, split: PrefixSplit,
           block: int, rng: np.random.Generator, origin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """One path's requests (sorted by arrival, seconds after ``origin``, unix seconds) as conversations:
-    (conversation, -1 for a request no later turn continues and that continues none; history tokens
-    after the shared prefix ``held``). Where the split has a factor per block on its follow-up share
+    """:func:`turns`' (conversation, history)."""
+    t = turns(arrival, prompt, output, held, split, block, rng, origin)
+    return t.conversation, t.history
+
+
+def turns(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.ndarray, split: PrefixSplit,
+          block: int, rng: np.random.Generator, origin: float = 0.0) -> Turns:
+    """One path's requests (sorted by arrival, seconds after ``origin``, unix seconds) as conversations
+    (:class:`Turns`). Where the split has a factor per block on its follow-up share
     (``PrefixSplit.factor_at``), a request wishes to go on with ``followup_share`` x its block's factor."""
     n = len(arrival)
     wish = rng.random(n)
@@ -201,15 +224,20 @@ def chain(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, held: np.
         with np.errstate(divide="ignore"):
             wish = np.where(factor > 0, wish / factor, np.inf)
     think = rng.exponential(split.think_s, n) if split.think_s > 0 else np.zeros(n)
-    ready = np.asarray(arrival, dtype=float) + split.ttft_s + np.asarray(output, dtype=float) * split.tpot_s + think
+    a = np.asarray(arrival, dtype=float)
+    answered = a + split.ttft_s + np.asarray(output, dtype=float) * split.tpot_s
     conv = np.empty(n, dtype=np.int64)
     history = np.empty(n, dtype=np.int64)
-    _chain(np.asarray(arrival, dtype=float), np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64),
-           np.asarray(held, dtype=np.int64), ready, wish, float(split.followup_share),
-           max(float(split.think_s), MIN_PATIENCE_S), int(block), LOOKAHEAD, conv, history)
-    turns = np.bincount(conv, minlength=n)
-    conv = np.where(turns[conv] > 1, conv, -1)
-    return conv, history.astype(np.int32)
+    previous = np.empty(n, dtype=np.int64)
+    _chain(a, np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64),
+           np.asarray(held, dtype=np.int64), answered + think, wish, float(split.followup_share),
+           max(float(split.think_s), MIN_PATIENCE_S), int(block), LOOKAHEAD, conv, history, previous)
+    count = np.bincount(conv, minlength=n)
+    conv = np.where(count[conv] > 1, conv, -1)
+    on = previous >= 0
+    gap = np.zeros(n)
+    gap[on] = a[on] - answered[previous[on]]
+    return Turns(conversation=conv, history=history.astype(np.int32), previous=previous, gap_s=gap)
 
 
 def history_hits(held: np.ndarray, history: np.ndarray, block: int) -> np.ndarray:

@@ -111,14 +111,16 @@ def prefix_caching(model: ReplicaModel) -> bool:
 def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np.ndarray], seed: int = 0
                   ) -> dict[str, np.ndarray]:
     """What a scenario's requests share for the prefix cache (``Trace.prefix_group``, ``prefix_tokens``,
-    and with conversations ``conversation``, ``history_tokens``), per path whose export shows the cache
+    and with conversations ``conversation``, ``history_tokens``, ``follows``, ``gap_s``), per path whose export shows the cache
     serving a share of its prompt tokens; none where caching is off.
 
     - a path split into a shared prefix and conversations (``PathDemand.prefix``, the "conversation"
       case: :mod:`app.economics.model.conversations`): every request starts with the prefix of
       ``shared_tokens`` (at most its prompt less its last token, in whole blocks), and the requests are
-      chained into conversations (``chain``, the draws of ``seed``) whose turns resend their history,
-      each copy of the observed users (``stream``: at traffic x2, two) apart;
+      chained into conversations (``turns``, the draws of ``seed``) whose turns resend their history,
+      each copy of the observed users (``stream``: at traffic x2, two) apart; a later turn is sent in
+      closed loop (``follows``, ``gap_s``: :mod:`app.engine.closed`), its gap after the answer the twin
+      gives to the turn before it, as a chat's user waits for the answer;
     - otherwise (the "shared" case, or a path not split): a prefix every request of the path starts
       with (``shared_prefix``: whole KV blocks) that would serve the whole observed share. A shared
       prefix's hit rate is the same at any replica count (each replica caches it once)."""
@@ -130,6 +132,8 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
     tokens = np.zeros(n, dtype=np.int32)
     conv = np.full(n, -1, dtype=np.int64)
     history = np.zeros(n, dtype=np.int32)
+    follows = np.full(n, -1, dtype=np.int64)
+    gap = np.zeros(n)
     shared_only = model.assumptions.prefix_cache == "shared"
     for k, p in enumerate(demand.paths):
         if not (math.isfinite(p.cached_share) and p.cached_share > 0):
@@ -149,14 +153,18 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
             for s in np.unique(streams):  # each copy of the observed users holds its own conversations
                 part = np.flatnonzero(streams == s)
                 ids = mine[part]
-                c, h = conversations.chain(requests["arrival_s"][ids], prompt[part], requests["output_tokens"][ids],
-                                           held[part], split, block, rng, demand.origin)
-                turn = c >= 0
-                conv[ids[turn]] = ids[c[turn]]  # a conversation is named by its first turn's request
-                history[ids] = h
+                t = conversations.turns(requests["arrival_s"][ids], prompt[part], requests["output_tokens"][ids],
+                                        held[part], split, block, rng, demand.origin)
+                turn = t.conversation >= 0
+                conv[ids[turn]] = ids[t.conversation[turn]]  # a conversation is named by its first turn's request
+                history[ids] = t.history
+                later = t.previous >= 0
+                follows[ids[later]] = ids[t.previous[later]]
+                gap[ids[later]] = t.gap_s[later]
     out = {"prefix_group": group, "prefix_tokens": tokens} if (group >= 0).any() else {}
     if (conv >= 0).any():
-        out |= {"prefix_group": group, "prefix_tokens": tokens, "conversation": conv, "history_tokens": history}
+        out |= {"prefix_group": group, "prefix_tokens": tokens, "conversation": conv, "history_tokens": history,
+                "follows": follows, "gap_s": gap}
     return out
 
 
@@ -174,11 +182,17 @@ def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_mo
     def kept(a: np.ndarray) -> np.ndarray:
         return a if every else a[keep]
 
+    prefix = dict(prefix or {})
+    if "follows" in prefix and not every:  # request indices: renumbered, a turn whose previous is dropped follows none
+        f = prefix["follows"]
+        index = np.cumsum(keep) - 1
+        prefix["follows"] = np.where((f >= 0) & keep[np.maximum(f, 0)], index[np.maximum(f, 0)], -1)
+
     return Trace(origin=demand.origin - WARMUP_S, duration_s=demand.duration_s + WARMUP_S, warmup_s=WARMUP_S,
                  arrival_s=kept(arrival), path=kept(requests["path"]), prompt_tokens=kept(requests["prompt_tokens"]),
                  output_tokens=kept(requests["output_tokens"]), hits_max=np.broadcast_to(np.False_, (n,)),
                  request_id=np.arange(n, dtype=np.int64), spec=TrafficSpec(paths=specs, max_model_len=max_model_len),
-                 seed=seed, **{k: kept(v) for k, v in (prefix or {}).items()})
+                 seed=seed, **{k: kept(v) for k, v in prefix.items()})
 
 
 def trace_of(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
