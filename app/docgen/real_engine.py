@@ -230,7 +230,9 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
            "([Accuracy on a real vLLM engine](accuracy-real-engine.md)) drives the same CPU engine with traffic "
            f"that shares prefixes: every request starts with its path's system prompt ({conv.get('system_tokens', 0)} "
            f"tokens), and conversations of {conv.get('turns_mean', 1):g} turns on average resend their earlier turns "
-           f"with the engine's answers, {conv.get('think_s_mean', 0):g} s apart on average. Headroom is fitted on the "
+           f"with the engine's answers; the driver sends a follow-up {conv.get('think_s_mean', 0):g} s on average after "
+           "the answer before it (closed loop: a user waits for the answer, and the twin replays the follow-ups so). "
+           "Headroom is fitted on the "
            f"observed run's export alone (`{doc['observed_run']}`: one replica, cache on) and predicts each case "
            "below with the change its run made; the truth is the run itself, measured per request.", "",
            provenance_block(doc.get("provenance")), "",
