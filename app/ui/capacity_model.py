@@ -127,6 +127,11 @@ def _cached_counter(totals: pd.DataFrame, path: str) -> str:
     return "vllm:prefix_cache_hits_total" if hits else "vllm:prompt_tokens_cached_total"
 
 
+# how the twin sends the follow-ups (app.engine.closed), said beside the think time
+CLOSED_LOOP = ("; each later turn is sent that long after the twin's answer to the turn before it (closed loop, "
+               "assumed: the user waits for the answer), so where the answers are late at N' so are the next turns")
+
+
 def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
     """Per path whose export shows the prefix cache: the share the fit read, and what the twin replays it
     as (``PathDemand.prefix``: the shared prefix and the conversation history, the follow-up probability
@@ -189,7 +194,7 @@ def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:
                  "1 / (1 − follow-up probability)" if f < 1 else "every request that can continue a conversation does",
                  ""),
                 (name, "think time", s.think_s, "s (mean, exponential)", decision.THINK_SOURCES.get(s.think_source, s.think_source),
-                 think.get(s.think_source, ""), PREFIX_FLAGS["think"]),
+                 think.get(s.think_source, "") + CLOSED_LOOP, PREFIX_FLAGS["think"]),
             ]
         if math.isfinite(s.twin_cached_share):
             rows.append((name, "served by the twin at the observed N (the check)", 100 * s.twin_cached_share,

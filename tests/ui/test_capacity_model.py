@@ -104,6 +104,8 @@ def test_the_split_each_value_with_its_source_and_flag() -> None:
     rag = _rows(table, "rag")
     assert rag["conversation history"] == (pytest.approx(40.0), "given", "--conversation-share")
     assert rag["think time"] == (10.0, "given", "--think-time") and rag["turns per conversation"][0] == 2.0
+    assert how["think time"].endswith("(closed loop, assumed: the user waits for the answer), so where the answers "
+                                      "are late at N' so are the next turns")
     assert "served by the twin at the observed N (the check)" not in rag  # no twin run to check against
     rag_how = table[(table["path"] == "rag")].set_index("quantity")["how"]
     assert rag_how["prompt tokens served from the cache at the observed N"].startswith(

@@ -206,7 +206,8 @@ def stated_assumptions(analysis: Analysis) -> list[str]:
         out.append(f"{p.name}: of the {split.cached_share:.1%} of prompt tokens the prefix cache served (measured), "
                    f"{split.conversation_share:.0%} conversation history ({split.conversation_source}: "
                    f"{split.conversation_detail}); follow-up turns {split.think_s:g} s after the previous answer "
-                   f"(think time, {think}; --think-time), "
+                   f"(think time, {think}; --think-time), each sent when the twin has answered the turn before it "
+                   "(closed loop, assumed: the user waits for the answer), "
                    f"{split.followup_share:.0%} of requests continuing a conversation ({split.followup_source})")
     running_max = m.observed.get("running_max", math.nan)
     if math.isfinite(running_max):
