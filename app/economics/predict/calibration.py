@@ -184,11 +184,12 @@ class TwinView:
 
 
 def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
-              seed: int) -> TwinView:
+              seed: int, requests: Mapping[str, np.ndarray] | None = None) -> TwinView:
     """One twin run, counted by the engine as it runs (``view_counts``, ``breach_counts`` of each
     request as it finishes): a month's run never holds a row per request. Counts and sums are of whole microseconds, as the arrays hold
-    them, so the means equal theirs up to the order of a float sum."""
-    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed)
+    them, so the means equal theirs up to the order of a float sum. ``requests``: ``demand_requests``
+    of the run (traffic and context x1, ``seed``, the model's longest sequence) when the caller holds them."""
+    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed, requests=requests)
     assert sim.counts is not None
     names = trace.path_names
     n_win = _windows(demand)
