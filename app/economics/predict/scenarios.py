@@ -37,7 +37,17 @@ from app.economics.model.demand import Demand, observed_demand
 from app.economics.predict import calibration, conversations
 from app.economics.run import compiled
 from app.economics.run.executors import Executor, LocalProcesses, LocalSession
-from app.economics.run.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
+from app.economics.run.replay import (
+    PREFIX_BYTES,
+    RequestSet,
+    RunShares,
+    Thresholds,
+    demand_requests,
+    prefix_caching,
+    prefix_inputs,
+    replay,
+    twin_max_model_len,
+)
 from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
 
@@ -631,10 +641,14 @@ def local_executor(analysis: Analysis, traffics: Sequence[float], workers: int |
 def residual_pool(demand: Demand, replicas: int, thresholds: dict[str, Thresholds]) -> LocalSession:
     """Where the twin runs at the observed N (``residual_views``) replay: a month's in local
     processes, one per core, kept for every call of the session (each keeps the requests of the
-    seeds it replayed: the residual, the closing sweeps and the remedies replay the same seeds'
-    requests, each set seconds to make); a day's in this process, which keeps them too."""
+    seeds it replayed and their prefix arrays: the residual, the closing sweeps and the remedies
+    replay the same seeds' requests, each set seconds to make); a day's in this process, which keeps
+    them too. The workers read ``demand`` once: what its prefix arrays are drawn from
+    (``prefix_inputs``: the cached shares, the conversations' split) must not change while the
+    session lasts (``many_views`` refuses a demand that did)."""
     requests = sum(float(p.requests.sum()) for p in demand.paths)
-    return LocalSession((demand, replicas, thresholds), 1 if requests < PARALLEL_RESIDUAL_REQUESTS else None)
+    return LocalSession((demand, replicas, thresholds, prefix_inputs(demand)),
+                        1 if requests < PARALLEL_RESIDUAL_REQUESTS else None)
 
 
 def residual_views(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
@@ -652,6 +666,12 @@ def many_views(models: Sequence[ReplicaModel], demand: Demand, replicas: int, th
     if pool is None:
         with residual_pool(demand, replicas, thresholds) as own:
             return many_views(models, demand, replicas, thresholds, seeds, own)
+    held, at, kept, inputs = pool.context
+    if held is not demand or at != replicas or kept != thresholds:
+        raise ValueError("a residual pool replays the demand, replicas and thresholds it was opened with")
+    if prefix_inputs(demand) != inputs:
+        # its workers would draw the conversations of the demand as it was
+        raise ValueError("the demand's cached shares or conversations changed while its residual pool was open")
     jobs = [[_View(m, 1000 + s) for s in range(seeds)] for m in models]
     done = dict(pool.run(_residual_view, [j for mine in jobs for j in mine], affinity=_view_seed))
     return [[done[j] for j in mine] for mine in jobs]
@@ -675,17 +695,18 @@ def _view_seed(job: _View) -> int:
 _VIEW_SETS_KEPT = 2  # request sets a residual worker keeps (a month's are ~360 MB each)
 
 
-def _residual_view(context: tuple[Demand, int, dict[str, Thresholds]], job: _View,
+def _residual_view(context: tuple[Demand, int, dict[str, Thresholds], Any], job: _View,
                    cache: dict[Any, Any]) -> calibration.TwinView:
     """``calibration.twin_view`` of the job, on the requests ``demand_requests`` makes for its seed,
-    made once per worker (``cache``) and replayed as made: the view is the same."""
-    demand, replicas, thresholds = context
+    made once per worker (``cache``) and replayed as made, with the prefix arrays drawn for them
+    under the job's ``prefix_key`` (a ``RequestSet``): the view is the same."""
+    demand, replicas, thresholds, _ = context
     longest = twin_max_model_len(job.model)
     key = ("residual", job.seed, longest)
     if key not in cache:
         while len(cache) >= _VIEW_SETS_KEPT:
             del cache[next(iter(cache))]  # the oldest
-        cache[key] = demand_requests(demand, 1.0, 1.0, job.seed, longest)
+        cache[key] = RequestSet(demand_requests(demand, 1.0, 1.0, job.seed, longest), job.seed)
     return calibration.twin_view(job.model, demand, replicas, thresholds, seed=job.seed, requests=cache[key])
 
 
@@ -757,8 +778,8 @@ _REQUESTS_KEPT_BYTES = 1 << 30  # and at most this much of them (a month at traf
 _REQUEST_BYTES = 25  # arrival (float64), path (int8), prompt and output tokens (int64)
 
 
-def _held_bytes(cache: dict[tuple[float, float, int], Any]) -> int:
-    return sum(sum(v.nbytes for v in reqs.values()) for reqs in cache.values())
+def _held_bytes(cache: dict[tuple[float, float, int], RequestSet]) -> int:
+    return sum(held.nbytes for held in cache.values())
 
 
 def _share(job: _Job) -> tuple[float, float, int]:
@@ -766,18 +787,21 @@ def _share(job: _Job) -> tuple[float, float, int]:
     return job.traffic, job.context, job.seed
 
 
-def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], Any]) -> RunShares:
-    """One twin run. ``cache`` keeps the last synthesized requests: the runs of a grid row (same
-    traffic, context and seed at several N') replay the same requests, one row after another. It holds
-    at most ``_REQUESTS_KEPT`` sets and ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are
-    hundreds of MB each); the oldest go first."""
+def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], RequestSet]) -> RunShares:
+    """One twin run. ``cache`` keeps the last synthesized requests, with their prefix arrays (a
+    ``RequestSet``: the conversations drawn from them, which neither N', the router nor a sensitivity
+    variant changes): the runs of a grid row (same traffic, context and seed at several N') replay
+    the same requests, one row after another. It holds at most ``_REQUESTS_KEPT`` sets and
+    ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are hundreds of MB each); the oldest go
+    first."""
     key = _share(job)
     if key not in cache:
-        expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * _REQUEST_BYTES
+        per_request = _REQUEST_BYTES + (PREFIX_BYTES if prefix_caching(analysis.model) else 0)
+        expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * per_request
         while cache and (len(cache) >= _REQUESTS_KEPT or _held_bytes(cache) + expected > _REQUESTS_KEPT_BYTES):
             del cache[next(iter(cache))]  # the oldest
-        cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed,
-                                     twin_max_model_len(analysis.model))
+        cache[key] = RequestSet(demand_requests(analysis.demand, job.traffic, job.context, job.seed,
+                                                twin_max_model_len(analysis.model)), job.seed)
     return replay(_variant(analysis.model, job.variant), analysis.demand, job.replicas, analysis.thresholds,
                   job.traffic, job.context, seed=job.seed, requests=cache[key])
 

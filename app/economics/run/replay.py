@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,6 +169,63 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
     return out
 
 
+def prefix_inputs(demand: Demand) -> tuple[tuple[float | None, tuple[float, ...] | None], ...]:
+    """What :func:`prefix_arrays` reads of ``demand`` besides the requests, per path: its cached share
+    (None where the cache served nothing) and the fields of its split that draw the conversations
+    (``shared_tokens``, ``followup_share``, ``think_s``, ``ttft_s``, ``tpot_s``; None: no split)."""
+    out = []
+    for p in demand.paths:
+        cached = float(p.cached_share) if math.isfinite(p.cached_share) and p.cached_share > 0 else None
+        s = p.prefix
+        split = None if s is None else (float(s.shared_tokens), float(s.followup_share), float(s.think_s),
+                                        float(s.ttft_s), float(s.tpot_s))
+        out.append((cached, split))
+    return tuple(out)
+
+
+def prefix_key(model: ReplicaModel, demand: Demand) -> tuple[Any, ...]:
+    """Everything :func:`prefix_arrays` reads besides the requests and the seed: runs of the same
+    requests and seed whose keys are equal have the same prefix arrays (a grid's N', routers and
+    sensitivity variants; the residual's scales and remedies)."""
+    if not prefix_caching(model):
+        return ()
+    shared_only = model.assumptions.prefix_cache == "shared"
+    paths = prefix_inputs(demand)
+    return (model.block_size, shared_only,
+            tuple((cached, None) for cached, _ in paths) if shared_only else paths)
+
+
+PREFIX_BYTES = 24  # a request's prefix arrays with conversations: group and conversation (int64), tokens (int32) x2
+
+
+@dataclass
+class RequestSet:
+    """The requests :func:`demand_requests` made for ``seed`` (at a traffic, context and longest
+    sequence the holder keys them by), with the prefix arrays of the last :func:`prefix_key` they were
+    replayed under: the runs that replay one set share both (drawing the conversations of a month's
+    requests takes seconds, as making them does). Pass it as the ``requests`` of a replay of the same
+    seed; a run under another key draws the arrays again."""
+
+    requests: dict[str, np.ndarray]
+    seed: int
+    key: tuple[Any, ...] | None = None
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def prefix(self, model: ReplicaModel, demand: Demand) -> dict[str, np.ndarray]:
+        """``prefix_arrays(model, demand, self.requests, self.seed)``, drawn once per key."""
+        key = prefix_key(model, demand)
+        if key != self.key:
+            self.arrays, self.key = prefix_arrays(model, demand, self.requests, self.seed), key
+        return self.arrays
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.requests.values()) + sum(v.nbytes for v in self.arrays.values())
+
+
+Requests = Mapping[str, np.ndarray] | RequestSet  # a replay's requests, as made or with their prefix arrays
+
+
 def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
            prefix: Mapping[str, np.ndarray] | None = None) -> Trace:
     specs = tuple(PathSpec(name=p.name, served_name=p.name, mean_rate=0.0, peak_to_trough=1.0, peak_hour_utc=0.0,
@@ -232,10 +290,11 @@ def demand_requests(demand: Demand, traffic: float = 1.0, context: float = 1.0, 
 
 
 def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float = 1.0, context: float = 1.0,
-             seed: int = 0, requests: Mapping[str, np.ndarray] | None = None) -> tuple[FleetRun, dict[str, np.ndarray]]:
+             seed: int = 0, requests: Requests | None = None) -> tuple[FleetRun, dict[str, np.ndarray]]:
     """One twin run of a scenario: the fleet run (its per-minute gauges) and the per-request outcomes.
     ``requests``: ``demand_requests`` of the same arguments, when the caller has them already (the
-    runs of a grid at several N' replay the same requests)."""
+    runs of a grid at several N' replay the same requests), or a :class:`RequestSet` of them (which
+    keeps their prefix arrays too)."""
     compiled.ready(compiled.FLEET)
     run = run_fleet_compiled(_twin_trace(model, demand, traffic, context, seed, requests),
                              twin_config(model, replicas, demand.window_s), seed=seed)
@@ -243,8 +302,12 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
 
 
 def _twin_trace(model: ReplicaModel, demand: Demand, traffic: float, context: float, seed: int,
-                requests: Mapping[str, np.ndarray] | None) -> Trace:
+                requests: Requests | None) -> Trace:
     max_len = twin_max_model_len(model)
+    if isinstance(requests, RequestSet):
+        if requests.seed != seed:
+            raise ValueError(f"a run of seed {seed} given the requests of seed {requests.seed}")
+        return _trace(demand, requests.requests, seed, max_len, requests.prefix(model, demand))
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
     return _trace(demand, reqs, seed, max_len, prefix_arrays(model, demand, reqs, seed))
 
@@ -256,7 +319,7 @@ def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
 
 def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
            traffic: float = 1.0, context: float = 1.0, seed: int = 0,
-           requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
+           requests: Requests | None = None) -> RunShares:
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
     outcomes, counted by the compiled engine as each request finishes (no row per request: a month of
     demand is tens of millions of requests)."""
@@ -306,7 +369,7 @@ def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[s
 
 def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
                   seed: int = 0, traffic: float = 1.0, context: float = 1.0,
-                  requests: Mapping[str, np.ndarray] | None = None, view: bool = True) -> tuple[Trace, Simulated]:
+                  requests: Requests | None = None, view: bool = True) -> tuple[Trace, Simulated]:
     """The compiled run of a scenario (``requests`` as in :func:`run_twin`), counted over the export's
     range as it runs (``twin_fleet.Counting``: breaches by ``thresholds`` per window, and with
     ``view`` what ``calibration.twin_view`` reads per minute), for a caller that reduces the counts
