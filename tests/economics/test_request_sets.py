@@ -9,9 +9,11 @@ prefix case gives each run what its own fresh requests give."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+import math
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.bench.realengine import compare, suite
@@ -144,3 +146,117 @@ def test_a_residual_pool_refuses_a_demand_that_changed(conversing: Analysis) -> 
         demand.paths[0].prefix.think_s *= 2
         with pytest.raises(ValueError, match="changed while its residual pool was open"):
             scenarios.residual_views(a.model, demand, 1, a.thresholds, 1, pool)
+
+
+def test_a_kept_set_under_other_follow_up_factors_draws_them_again(conversing: Analysis) -> None:
+    """The split's per-minute factors on the follow-up share (moved in place by the fit), where they
+    start and their block, and the demand's origin they are placed from: a set kept under the first
+    draws its conversations again under each of the others and gives what fresh requests give (a key
+    of the split's scalars alone kept the first factors' conversations)."""
+    a = conversing
+    model, th = a.model, a.thresholds
+    demand = _with_split(a, followup_by_block=a.demand.paths[0].prefix.followup_by_block.copy())
+    split = demand.paths[0].prefix
+    assert split.followup_by_block is not None and len(split.followup_by_block) > 4, "the fit placed factors"
+    kept = RequestSet(demand_requests(demand, 1.0, 1.0, 1000, twin_max_model_len(model)), 1000)
+    first = replay(model, demand, 1, th, seed=1000, requests=kept)
+    seen = [first.cached["chat"]]
+
+    def moved() -> None:
+        got = replay(model, demand, 1, th, seed=1000, requests=kept)
+        want = replay(model, demand, 1, th, seed=1000)
+        assert (got.ttft, got.tpot, got.joint, got.cached) == (want.ttft, want.tpot, want.joint, want.cached)
+        assert kept.key == prefix_key(model, demand)
+        seen.append(got.cached["chat"])
+
+    split.followup_by_block[: len(split.followup_by_block) // 2] *= 0.2  # in place, as the fit moves them
+    moved()
+    split.followup_origin += 4 * split.followup_block_s  # the same factors, four blocks later
+    moved()
+    split.followup_block_s *= 2
+    moved()
+    demand.origin -= 3 * split.followup_block_s  # the requests' clock moves against the factors'
+    moved()
+    assert len(set(seen)) == len(seen)  # each change moved what the cache serves: a stale set could not hide
+
+
+def test_the_prefix_key_holds_everything_the_prefix_arrays_read(conversing: Analysis) -> None:
+    """What ``prefix_arrays`` reads of the model, the demand and its paths (recorded) is what the key
+    is made of; every field of a split is in it but the ones ``SPLIT_NOT_DRAWN`` names, and changing
+    one of those leaves the arrays as they were."""
+    a = conversing
+    model, demand = a.model, a.demand
+    requests = demand_requests(demand, 2.0, 1.0, 1000, twin_max_model_len(model))
+    reads: set[str] = set()
+    drawn = replay_mod.prefix_arrays(_Recorded(model, "model", reads), _Recorded(demand, "demand", reads),
+                                     requests, 1000)
+    fresh = replay_mod.prefix_arrays(model, demand, requests, 1000)
+    assert drawn.keys() == fresh.keys() and all(np.array_equal(drawn[k], fresh[k]) for k in fresh)
+    split = demand.paths[0].prefix
+    drawn_fields = {f.name for f in fields(split)} - replay_mod.SPLIT_NOT_DRAWN
+    keyed = {"model.assumptions", "model.assumptions.prefix_cache", "model.prefix_cached_share", "model.block_size",
+             "demand.origin", "demand.paths", "demand.paths[].name", "demand.paths[].cached_share",
+             "demand.paths[].prefix", "demand.paths[].prefix.conversations", "demand.paths[].prefix.factor_at",
+             *(f"demand.paths[].prefix.{f}" for f in drawn_fields)}
+    assert reads <= keyed, f"read but not in prefix_key: {sorted(reads - keyed)}"
+    assert {"demand.paths[].prefix.think_s", "demand.paths[].prefix.followup_share",
+            "demand.origin"} <= reads  # the recorder saw the conversations drawn
+
+    def other(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value * 0.5
+        if isinstance(value, str):
+            return value + " (changed)"
+        if value is None:
+            return np.ones(3)
+        return value * 0.5 + 1 if math.isfinite(value) else 1.0
+
+    base = prefix_key(model, demand)
+    for name in sorted({f.name for f in fields(split)}):
+        changed = _with_split(a, **{name: other(getattr(split, name))})
+        if name in drawn_fields:
+            assert prefix_key(model, changed) != base, name
+        else:
+            assert prefix_key(model, changed) == base, name
+            again = replay_mod.prefix_arrays(model, changed, requests, 1000)
+            assert all(np.array_equal(again[k], fresh[k]) for k in fresh), name
+    assert prefix_key(model, replace(demand, origin=demand.origin + 60)) != base
+
+
+class _Recorded:
+    """``obj`` whose attribute reads are recorded in ``reads`` as dotted names (a dataclass read from
+    it, or in a list read from it, recorded too)."""
+
+    def __init__(self, obj: Any, name: str, reads: set[str]) -> None:
+        self.__dict__.update(_obj=obj, _name=name, _reads=reads)
+
+    def __getattr__(self, attr: str) -> Any:
+        name = f"{self._name}.{attr}"
+        self._reads.add(name)
+        value = getattr(self._obj, attr)
+        if is_dataclass(value) and not isinstance(value, type):
+            return _Recorded(value, name, self._reads)
+        if isinstance(value, list):
+            return [_Recorded(v, f"{name}[]", self._reads) if is_dataclass(v) else v for v in value]
+        return value
+
+
+def test_a_kept_set_holds_the_streams_and_the_closed_loop_turns(conversing: Analysis) -> None:
+    """A set kept at traffic x2 holds which copy of the users each request is (``stream``) and its
+    prefix arrays the closed-loop turns (``follows``, ``gap_s``), as fresh requests' arrays do; a
+    request's bytes are those the grid's cache budgets for (``_REQUEST_BYTES``, ``PREFIX_BYTES``)."""
+    a = conversing
+    model, demand = a.model, a.demand
+    longest = twin_max_model_len(model)
+    kept = RequestSet(demand_requests(demand, 2.0, 1.0, 1001, longest), 1001)
+    assert set(np.unique(kept.requests["stream"])) == {0, 1}
+    arrays = kept.prefix(model, demand)
+    fresh = replay_mod.prefix_arrays(model, demand, demand_requests(demand, 2.0, 1.0, 1001, longest), 1001)
+    assert {"follows", "gap_s", "conversation", "history_tokens"} <= arrays.keys() == fresh.keys()
+    assert all(np.array_equal(arrays[k], fresh[k]) for k in fresh)
+    later = arrays["follows"] >= 0
+    assert later.any() and (arrays["gap_s"][~later] == 0).all()
+    # a turn follows one of its own copy of the users
+    assert (kept.requests["stream"][later] == kept.requests["stream"][arrays["follows"][later]]).all()
+    n = len(kept.requests["path"])
+    assert kept.nbytes == n * (scenarios._REQUEST_BYTES + replay_mod.PREFIX_BYTES)

@@ -775,7 +775,7 @@ def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
 
 _REQUESTS_KEPT = 4  # synthesized request sets a process keeps (about 30-50 MB each for a day)
 _REQUESTS_KEPT_BYTES = 1 << 30  # and at most this much of them (a month at traffic x1.5 is ~0.6 GB a set)
-_REQUEST_BYTES = 25  # arrival (float64), path (int8), prompt and output tokens (int64)
+_REQUEST_BYTES = 27  # arrival (float64), path (int8), prompt and output tokens (int64), stream (int16)
 
 
 def _held_bytes(cache: dict[tuple[float, float, int], RequestSet]) -> int:

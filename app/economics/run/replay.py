@@ -11,16 +11,17 @@ finish, like the histograms the observed shares come from.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from app.economics.model import conversations
 from app.economics.model.capacity import ReplicaModel
-from app.economics.model.demand import Demand, shared_prefix, synthesize
+from app.economics.model.demand import Demand, PrefixSplit, shared_prefix, synthesize
 from app.economics.run import compiled
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import FleetRun
@@ -169,33 +170,62 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
     return out
 
 
-def prefix_inputs(demand: Demand) -> tuple[tuple[float | None, tuple[float, ...] | None], ...]:
-    """What :func:`prefix_arrays` reads of ``demand`` besides the requests, per path: its cached share
-    (None where the cache served nothing) and the fields of its split that draw the conversations
-    (``shared_tokens``, ``followup_share``, ``think_s``, ``ttft_s``, ``tpot_s``; None: no split)."""
-    out = []
+# the fields of a ``PrefixSplit`` that :func:`prefix_arrays` does not read: what the split says of
+# itself (its sources, the shares it was split into) and its check (``twin_cached_share``, set by the
+# residual while its session is open). Every other field, and any field added later, is in the key.
+SPLIT_NOT_DRAWN = frozenset({"cached_share", "conversation_share", "conversation_source", "conversation_detail",
+                             "shared_share", "twin_cached_share", "followup_source", "think_source"})
+
+
+def _keyed(value: Any) -> Hashable:
+    """A value as a key compares it: a float by its bits (a NaN equals itself), an array by its dtype,
+    shape and a digest of its bytes (the per-minute factors: the fit moves them in place)."""
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return ("array", data.dtype.str, data.shape, hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest())
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value).hex()
+    raise TypeError(f"prefix_key: no key for a {type(value).__name__}")
+
+
+def split_key(split: PrefixSplit) -> tuple[tuple[str, Hashable], ...]:
+    """Every field of ``split`` that draws the prefix arrays (all but ``SPLIT_NOT_DRAWN``), by name."""
+    return tuple((f.name, _keyed(getattr(split, f.name))) for f in fields(split) if f.name not in SPLIT_NOT_DRAWN)
+
+
+def prefix_inputs(demand: Demand) -> tuple[Hashable, ...]:
+    """What :func:`prefix_arrays` reads of ``demand`` besides the requests: the origin (the per-minute
+    follow-up factors are placed from it) and per path its name, its cached share (None where the cache
+    served nothing) and its split (:func:`split_key`; None: no split)."""
+    paths = []
     for p in demand.paths:
-        cached = float(p.cached_share) if math.isfinite(p.cached_share) and p.cached_share > 0 else None
-        s = p.prefix
-        split = None if s is None else (float(s.shared_tokens), float(s.followup_share), float(s.think_s),
-                                        float(s.ttft_s), float(s.tpot_s))
-        out.append((cached, split))
-    return tuple(out)
+        cached = _keyed(p.cached_share) if math.isfinite(p.cached_share) and p.cached_share > 0 else None
+        paths.append((p.name, cached, None if p.prefix is None else split_key(p.prefix)))
+    return (_keyed(demand.origin), tuple(paths))
 
 
-def prefix_key(model: ReplicaModel, demand: Demand) -> tuple[Any, ...]:
+def prefix_key(model: ReplicaModel, demand: Demand) -> tuple[Hashable, ...]:
     """Everything :func:`prefix_arrays` reads besides the requests and the seed: runs of the same
     requests and seed whose keys are equal have the same prefix arrays (a grid's N', routers and
-    sensitivity variants; the residual's scales and remedies)."""
+    sensitivity variants; the residual's scales and remedies). Of the model: whether it caches, the
+    prefix case (the "shared" case reads no split) and the block size; of the demand:
+    :func:`prefix_inputs`."""
     if not prefix_caching(model):
         return ()
     shared_only = model.assumptions.prefix_cache == "shared"
-    paths = prefix_inputs(demand)
-    return (model.block_size, shared_only,
-            tuple((cached, None) for cached, _ in paths) if shared_only else paths)
+    origin, paths = prefix_inputs(demand)
+    if shared_only:
+        return (model.block_size, True, tuple((name, cached) for name, cached, _ in paths))
+    return (model.block_size, False, origin, paths)
 
 
-PREFIX_BYTES = 24  # a request's prefix arrays with conversations: group and conversation (int64), tokens (int32) x2
+# a request's prefix arrays with conversations: group, conversation and follows (int64), tokens and
+# history (int32), gap (float64)
+PREFIX_BYTES = 40
 
 
 @dataclass
