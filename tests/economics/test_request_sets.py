@@ -67,9 +67,11 @@ def test_the_analysis_and_a_grid_on_kept_requests_are_those_on_fresh_ones(
         assert split is not None and split.conversations, "the case draws conversations"
     else:
         assert split is None and kept.model.assumptions.prefix_cache == "shared"
-    # the closing sweeps (in the conversation case) and the remedies replayed on the session too
+    # the closing sweeps (in the conversation case) and the remedies (in the shared case; the
+    # conversation case's residual closes within the draw's noise: test_the_remedies_on_a_session...)
+    # replayed on the session too
     assert ("closed_on_shares" in kept.calibration) == (case == "conversation")
-    assert any("it closes with" in f.message for f in kept.flags)
+    assert any("it closes with" in f.message for f in kept.flags) == (case == "shared")
 
     with monkeypatch.context() as m:
         m.setattr(scenarios, "many_views", _fresh_views)
@@ -132,6 +134,24 @@ def test_a_kept_set_replayed_under_other_inputs_gives_what_fresh_requests_give(c
     assert len(set(cached)) == 4  # the inputs move what the cache serves: a stale set could not hide
     with pytest.raises(ValueError, match="seed 1001 given the requests of seed 1000"):
         replay(model, demand, 1, th, seed=1001, requests=kept)
+
+
+def test_the_remedies_on_a_session_are_those_on_fresh_requests(conversing: Analysis,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conversation case's residual closes within the draw's noise, so its analysis tries no
+    remedy: tried on its session directly (a TPOT share 5 pp above the twin's to meet), each
+    parameter's replays, which draw the conversations of kept sets, read off what fresh requests do."""
+    a = conversing
+    r, n = a.residuals["chat"], a.observed.replicas
+    args = (a.model, a.demand, n, a.thresholds, "chat", "tpot", r.tpot_predicted + 0.05, r.tpot_predicted, SEEDS)
+    with scenarios.residual_pool(a.demand, n, a.thresholds) as pool:
+        kept = scenarios.residual_remedy(*args, pool)
+        held = list(pool.cache.values())
+    assert len(held) == SEEDS and all(s.key == prefix_key(a.model, a.demand) and "follows" in s.arrays
+                                      for s in held)
+    monkeypatch.setattr(scenarios, "many_views", _fresh_views)
+    assert kept == scenarios.residual_remedy(*args)
+    assert kept.startswith("it closes with")
 
 
 def test_a_residual_pool_refuses_a_demand_that_changed(conversing: Analysis) -> None:
