@@ -104,8 +104,8 @@ def test_the_fit_follows_the_engine_not_the_twins_defaults() -> None:
 
 
 def test_a_grid_row_replays_the_same_requests_unchanged() -> None:
-    """The runs of a grid row share one synthesized request set (scenarios._run's cache): a run must
-    not change it, so the second N' gives exactly what a replay with its own requests gives."""
+    """The runs of a grid row share one synthesized request set (scenarios._run's cache, a
+    ``RequestSet``): a run must not change it, so the second N' gives exactly what a replay with its own requests gives."""
     analysis = accuracy.fit(replace(accuracy.case("f1-chat-2x"), hours=1.0), "minimal", seeds=1)
     cache: dict = {}
     first = scenarios._run(analysis, scenarios._Job(2, 1.0, 1.0, 2000, "fit"), cache)
@@ -114,8 +114,9 @@ def test_a_grid_row_replays_the_same_requests_unchanged() -> None:
     alone = replay(analysis.model, analysis.demand, 3, analysis.thresholds, 1.0, 1.0, seed=2000)
     assert (second.joint, second.ttft, second.requests) == (alone.joint, alone.ttft, alone.requests)
     fresh = demand_requests(analysis.demand, 1.0, 1.0, 2000, twin_max_model_len(analysis.model))
-    kept = cache[(1.0, 1.0, 2000)]
-    assert all(np.array_equal(kept[k], fresh[k]) for k in fresh)
+    kept = cache[(1.0, 1.0, 2000)]  # a RequestSet: the requests and the prefix arrays drawn from them
+    assert kept.seed == 2000 and kept.requests.keys() == fresh.keys()
+    assert all(np.array_equal(kept.requests[k], fresh[k]) for k in fresh)
     assert first.sim_seconds > 0
 
 

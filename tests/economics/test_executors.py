@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.economics.predict.scenarios import PARALLEL_GRID_REQUESTS, local_executor
-from app.economics.run.executors import LocalProcesses, Placement
+from app.economics.run.executors import LocalProcesses, LocalSession, Placement
 
 
 def _share(job: tuple[str, int]) -> str:
@@ -65,6 +65,33 @@ def test_a_worker_with_nothing_of_its_own_takes_another_shares_last_job() -> Non
         (1, ("a", 3)),  # b is done and nothing is untaken: a's last, a made on worker 1 too
         (1, ("a", 2)),  # now worker 1's own share
         (0, None)]
+
+
+def test_a_held_share_goes_back_to_the_worker_that_holds_it() -> None:
+    """A session's worker keeps its share from one call to the next: the next call gives it that
+    share's jobs, even when another share comes first in the jobs' order."""
+    p = Placement([("b", 1), ("a", 1), ("b", 2)], _share, 2, held=["a", "b"])
+    assert _drain(p, [0, 1, 1, 0]) == [(0, ("a", 1)), (1, ("b", 1)), (1, ("b", 2)), (0, None)]
+    q = Placement([("c", 1), ("a", 1)], _share, 2, held=["a", "b"])  # b is not in this call: worker 1 takes c
+    assert _drain(q, [1, 0, 0]) == [(1, ("c", 1)), (0, ("a", 1)), (0, None)]
+
+
+def test_a_session_keeps_each_workers_shares_from_one_call_to_the_next() -> None:
+    """The shares are made once per worker over the session's calls, and each call's values are a
+    fresh call's. One job per share and call: no worker is left idle to take another's share."""
+    jobs = [("a", 0), ("b", 0)]
+    for workers in (1, 2):
+        with LocalSession(10, workers) as session:
+            first = list(session.run(_made, jobs, affinity=_share))
+            second = list(session.run(_made, [("b", 3), ("a", 3)], affinity=_share))
+        fresh = list(LocalProcesses(workers).run(_made, 10, [*jobs, ("b", 3), ("a", 3)]))
+        assert sorted((job, value) for job, (value, _, _) in first + second) == sorted(
+            (job, value) for job, (value, _, _) in fresh)
+        made = [(job[0], pid) for job, (_, m, pid) in first + second if m]
+        assert len(made) == len(set(made))  # never twice in one process
+        assert not any(m for _, (_, m, _) in second)  # the second call found each share where it ran
+        pids = {pid for _, (_, _, pid) in first + second}
+        assert (pids == {os.getpid()}) == (workers == 1) and len(pids) == workers
 
 
 def test_a_grid_too_small_to_pay_for_workers_runs_in_this_process() -> None:

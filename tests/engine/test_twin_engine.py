@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -214,6 +215,54 @@ def test_the_residual_views_in_local_processes_are_those_of_this_process(
     assert [v.joint_share for v in there] == [v.joint_share for v in here]
     assert [v.itl_mean_s for v in there] == [v.itl_mean_s for v in here]
     assert here[0].joint_share != here[1].joint_share  # two seeds, two runs
+
+
+def _same_views(got: list[list[Any]], want: list[list[Any]]) -> None:
+    for g, w in zip(got, want, strict=True):
+        assert [v.joint_share for v in g] == [v.joint_share for v in w]
+        assert [v.ttft_share for v in g] == [v.ttft_share for v in w]
+        assert [v.itl_mean_s for v in g] == [v.itl_mean_s for v in w]
+        assert [v.prefill_mean_s for v in g] == [v.prefill_mean_s for v in w]
+        assert [v.kv_by_window.tolist() for v in g] == [v.kv_by_window.tolist() for v in w]
+
+
+@pytest.mark.slow
+def test_residual_views_on_a_session_are_those_of_a_call_of_their_own(
+        bundled: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis replays the twin at the observed N on one session (its workers keep each seed's
+    requests from call to call, the candidates of a sweep in one call): every view is the one a call
+    of its own gives, in this process or on two, whatever the session replayed before (a KV capacity
+    that shortens the longest sequence makes other requests)."""
+    a = bundled
+    models = [a.model, scenarios._varied(a.model, "prefill_scale", 0.95),
+              scenarios._varied(a.model, "kv_tokens", 0.05), scenarios._varied(a.model, "tpot_scale", 1.05)]
+    alone = [scenarios.residual_views(m, a.demand, 3, a.thresholds, 2) for m in models]
+    assert alone[0][0].joint_share != alone[1][0].joint_share
+    for parallel in (False, True):
+        if parallel:
+            monkeypatch.setattr(scenarios, "PARALLEL_RESIDUAL_REQUESTS", 0)
+        with scenarios.residual_pool(a.demand, 3, a.thresholds) as pool:
+            assert pool.workers == (2 if parallel else 1)
+            first = scenarios.residual_views(models[0], a.demand, 3, a.thresholds, 2, pool)
+            rest = scenarios.many_views(models[1:], a.demand, 3, a.thresholds, 2, pool)
+            again = scenarios.residual_views(models[0], a.demand, 3, a.thresholds, 2, pool)
+        _same_views([first, *rest, again], [*alone, alone[0]])
+
+
+@pytest.mark.slow
+def test_closing_on_the_shares_on_two_processes_is_closing_in_this_one(
+        bundled: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``close_on_shares`` (its sweeps' candidates replayed together) moves the scales as far with the
+    residual's runs in this process as on two processes."""
+    a = bundled
+    views = scenarios.residual_views(a.model, a.demand, a.observed.replicas, a.thresholds, 2)
+    here = scenarios.close_on_shares(a.model, a.demand, a.observed, a.thresholds, 2, views)
+    assert here[2], "the uncalibrated twin is off the observed shares: the sweeps move a scale"
+    monkeypatch.setattr(scenarios, "PARALLEL_RESIDUAL_REQUESTS", 0)
+    with scenarios.residual_pool(a.demand, a.observed.replicas, a.thresholds) as pool:
+        there = scenarios.close_on_shares(a.model, a.demand, a.observed, a.thresholds, 2, views, pool=pool)
+    assert there[0].assumptions == here[0].assumptions and there[2] == here[2]
+    _same_views([there[1]], [here[1]])
 
 
 @pytest.mark.parametrize("name", ["overloaded pair, queues", "tight KV, preemptions", "power of two",

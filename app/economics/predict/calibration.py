@@ -34,7 +34,14 @@ import pandas as pd
 
 from app.economics.model.capacity import ReplicaModel, Source, set_kv_tokens, steady_intervals
 from app.economics.model.demand import Demand
-from app.economics.run.replay import WARMUP_S, Thresholds, shares_of_counts, simulate_twin, twin_config
+from app.economics.run.replay import (
+    WARMUP_S,
+    Requests,
+    Thresholds,
+    shares_of_counts,
+    simulate_twin,
+    twin_config,
+)
 from app.engine.config import ROUTERS
 from app.engine.outcomes import US
 
@@ -184,11 +191,13 @@ class TwinView:
 
 
 def twin_view(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
-              seed: int) -> TwinView:
+              seed: int, requests: Requests | None = None) -> TwinView:
     """One twin run, counted by the engine as it runs (``view_counts``, ``breach_counts`` of each
     request as it finishes): a month's run never holds a row per request. Counts and sums are of whole microseconds, as the arrays hold
-    them, so the means equal theirs up to the order of a float sum."""
-    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed)
+    them, so the means equal theirs up to the order of a float sum. ``requests``: ``demand_requests``
+    of the run (traffic and context x1, ``seed``, the model's longest sequence) when the caller holds
+    them, or a ``RequestSet`` of them."""
+    trace, sim = simulate_twin(model, demand, replicas, thresholds, seed=seed, requests=requests)
     assert sim.counts is not None
     names = trace.path_names
     n_win = _windows(demand)

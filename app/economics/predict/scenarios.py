@@ -36,8 +36,18 @@ from app.economics.model.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel
 from app.economics.model.demand import Demand, observed_demand
 from app.economics.predict import calibration, conversations
 from app.economics.run import compiled
-from app.economics.run.executors import Executor, LocalProcesses
-from app.economics.run.replay import RunShares, Thresholds, demand_requests, replay, twin_max_model_len
+from app.economics.run.executors import Executor, LocalProcesses, LocalSession
+from app.economics.run.replay import (
+    PREFIX_BYTES,
+    RequestSet,
+    RunShares,
+    Thresholds,
+    demand_requests,
+    prefix_caching,
+    prefix_inputs,
+    replay,
+    twin_max_model_len,
+)
 from app.promise.shares import Promise, shares, time_range
 from app.store import Workspace
 
@@ -306,15 +316,18 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
             "exact (docs: Live stores, Pushdown and extrapolation); read raw samples for the exact demand", None, PUSHDOWN_WIDTH))
     say(f"replaying the observed fleet ({observed.replicas} replicas) with {seeds} seeds: the residual")
     ws.release_memory()  # the residual holds a month's per-request outcomes: DuckDB's cached blocks go first
-    views = residual_views(model, demand, observed.replicas, thresholds, seeds)
-    if calibrate:
-        model, views, closed = close_on_shares(model, demand, observed, thresholds, seeds, views, say)
-        if closed:
-            analysis.model = model
-            analysis.calibration["closed_on_shares"] = closed
-    analysis.residuals = residuals(observed, fitted.targets, views)
-    conversations.check(demand, [v.cached_share for v in views])
-    analysis.flags += flags(analysis, views, fitted.targets, seeds, say)
+    # the residual, the closing sweeps and the remedies replay the same seeds' requests a dozen times:
+    # one set of processes for them all, each keeping its seed's requests
+    with residual_pool(demand, observed.replicas, thresholds) as pool:
+        views = residual_views(model, demand, observed.replicas, thresholds, seeds, pool)
+        if calibrate:
+            model, views, closed = close_on_shares(model, demand, observed, thresholds, seeds, views, say, pool)
+            if closed:
+                analysis.model = model
+                analysis.calibration["closed_on_shares"] = closed
+        analysis.residuals = residuals(observed, fitted.targets, views)
+        conversations.check(demand, [v.cached_share for v in views])  # before the flags, which read it
+        analysis.flags += flags(analysis, views, fitted.targets, seeds, say, pool)
     analysis.fleet_residual = fleet_residual(fitted.targets, views)
     analysis.peak_load_observed = peak_load(demand, observed.replicas)
     if scenario_prefix is not None:
@@ -395,7 +408,7 @@ def residuals(observed: Observed, targets: calibration.Targets,
 
 
 def flags(analysis: Analysis, views: Sequence[calibration.TwinView], targets: calibration.Targets, seeds: int,
-          say: Callable[[str], None]) -> list[Flag]:
+          say: Callable[[str], None], pool: LocalSession | None = None) -> list[Flag]:
     """Step 5: the flags the residual raises, in words: a path the twin does not reproduce beyond the
     draw's noise (with the parameter that would close it: :func:`residual_remedy`), and busiest batches
     that differ from the fleet's."""
@@ -416,7 +429,7 @@ def flags(analysis: Analysis, views: Sequence[calibration.TwinView], targets: ca
         metric = max(beyond, key=err.of)
         say(f"looking for what would close the residual on {path}")
         remedy = residual_remedy(model, analysis.demand, observed.replicas, analysis.thresholds, path, metric,
-                                 off[metric][1], off[metric][0], seeds)
+                                 off[metric][1], off[metric][0], seeds, pool)
         out.append(Flag(
             f"the twin does not reproduce the observed fleet on {path}: TTFT {100 * err.ttft_predicted:.2f} % "
             f"against {100 * (observed.ttft.get(path) or 0):.2f} % observed, TPOT "
@@ -487,14 +500,15 @@ def _pooled(views: Sequence[calibration.TwinView], observed: Observed, metric: s
 
 
 def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thresholds: dict[str, Thresholds],
-                    seeds: int, views: list[calibration.TwinView], say: Callable[[str], None] = lambda _m: None
-                    ) -> tuple[ReplicaModel, list[calibration.TwinView], list[str]]:
+                    seeds: int, views: list[calibration.TwinView], say: Callable[[str], None] = lambda _m: None,
+                    pool: LocalSession | None = None) -> tuple[ReplicaModel, list[calibration.TwinView], list[str]]:
     """The time scales moved, each within ``SHARE_CLOSE_MAX``, to where the twin's breach shares at the
     observed N meet the histograms'. The means the calibration matched pin each scale to within a few
     per cent, and near a threshold a share answers a few per cent of prefill or step time by tens of
     per cent: inside that range the observed shares choose (the prefill scale on TTFT, the decode
     scale on TPOT, pooled over the paths; only where the gap is beyond the draw's noise). (model,
-    its residual views, what was moved, in words.)"""
+    its residual views, what was moved, in words.) ``pool``: a :func:`residual_pool` of the same
+    demand, replicas and thresholds (default: one of its own for each replay)."""
     closed = []
     moved = {"prefill_scale": 1.0, "tpot_scale": 1.0}
     # each level moves the other's share too (a slower decode step queues prefills longer): two sweeps
@@ -503,10 +517,10 @@ def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thr
         if not (math.isfinite(obs) and math.isfinite(pred)) or abs(pred - obs) <= noise:
             continue
         say(f"moving {what} within {SHARE_CLOSE_MAX:.0%} to meet the observed {metric.upper()} share")
-        points = [(1.0, pred)]
-        for f in (1 - SHARE_CLOSE_MAX, 1 + SHARE_CLOSE_MAX):
-            points.append((f, _pooled(residual_views(_varied(model, name, f), demand, observed.replicas, thresholds,
-                                                     seeds), observed, metric)[1]))
+        factors = (1 - SHARE_CLOSE_MAX, 1 + SHARE_CLOSE_MAX)  # both replayed at once, on every worker
+        tried = many_views([_varied(model, name, f) for f in factors], demand, observed.replicas, thresholds,
+                           seeds, pool)
+        points = [(1.0, pred)] + [(f, _pooled(v, observed, metric)[1]) for f, v in zip(factors, tried, strict=True)]
         points.sort()
         factor = _crossing(points, obs)
         if factor is None:  # the share does not answer this scale: leave it where the means put it
@@ -517,7 +531,7 @@ def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thr
             continue
         moved[name] *= factor
         model = _varied(model, name, factor)
-        views = residual_views(model, demand, observed.replicas, thresholds, seeds)
+        views = residual_views(model, demand, observed.replicas, thresholds, seeds, pool)
         closed.append(f"{what} x{factor:.3f} of the means' calibration: the {metric.upper()} share at the observed "
                       f"N {100 * pred:.2f} % against {100 * obs:.2f} % observed, now "
                       f"{100 * _pooled(views, observed, metric)[1]:.2f} %")
@@ -558,7 +572,8 @@ def _varied(model: ReplicaModel, name: str, factor: float) -> ReplicaModel:
 
 
 def residual_remedy(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds], path: str,
-                    metric: str, observed: float | None, predicted: float, seeds: int) -> str:
+                    metric: str, observed: float | None, predicted: float, seeds: int,
+                    pool: LocalSession | None = None) -> str:
     """Which one parameter, moved how far, brings the twin's ``metric`` share of ``path`` at the
     observed N to the observed one: each parameter the data did not fix (a given one is left alone) is
     moved by its ``REMEDY_FACTORS`` and the factor that meets the observed share is read off in
@@ -567,14 +582,16 @@ def residual_remedy(model: ReplicaModel, demand: Demand, replicas: int, threshol
     if observed is None or not math.isfinite(predicted):
         return "no parameter was tried (no observed share)"
     found: list[tuple[float, str]] = []
-    for name, (what, hint) in REMEDIES.items():
-        src = model.sources.get(name)
-        if src is not None and src.kind in ("given", "engine config"):
-            continue
+    names = [name for name in REMEDIES if model.sources.get(name) is None
+             or model.sources[name].kind not in ("given", "engine config")]
+    tries = [(name, f) for name in names for f in REMEDY_FACTORS[name]]  # every one replayed at once
+    tried = dict(zip(tries, many_views([_varied(model, name, f) for name, f in tries], demand, replicas,
+                                       thresholds, seeds, pool), strict=True))
+    for name in names:
+        what, hint = REMEDIES[name]
         points = [(1.0, predicted)]
         for f in REMEDY_FACTORS[name]:
-            views = residual_views(_varied(model, name, f), demand, replicas, thresholds, seeds)
-            points.append((f, float(np.mean([getattr(v, f"{metric}_share")[path] for v in views]))))
+            points.append((f, float(np.mean([getattr(v, f"{metric}_share")[path] for v in tried[name, f]]))))
         points.sort()
         factor = _crossing(points, observed)
         lo, hi = REMEDY_RANGE[name]
@@ -621,22 +638,76 @@ def local_executor(analysis: Analysis, traffics: Sequence[float], workers: int |
     return LocalProcesses(workers)
 
 
-def residual_views(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
-                   seeds: int) -> list[calibration.TwinView]:
-    """The twin at the observed N with ``seeds`` seeds (1000, 1001, ...), in seed order. A month's
-    replays run in local processes, one per seed (as the grid's do; each process holds its own run);
-    a day's in this process."""
-    jobs = list(range(1000, 1000 + seeds))
+def residual_pool(demand: Demand, replicas: int, thresholds: dict[str, Thresholds]) -> LocalSession:
+    """Where the twin runs at the observed N (``residual_views``) replay: a month's in local
+    processes, one per core, kept for every call of the session (each keeps the requests of the
+    seeds it replayed and their prefix arrays: the residual, the closing sweeps and the remedies
+    replay the same seeds' requests, each set seconds to make); a day's in this process, which keeps
+    them too. The workers read ``demand`` once: what its prefix arrays are drawn from
+    (``prefix_inputs``: the cached shares, the conversations' split) must not change while the
+    session lasts (``many_views`` refuses a demand that did)."""
     requests = sum(float(p.requests.sum()) for p in demand.paths)
-    workers = 1 if requests < PARALLEL_RESIDUAL_REQUESTS else None
-    done = dict(LocalProcesses(workers).run(_residual_view, (model, demand, replicas, thresholds), jobs))
-    return [done[j] for j in jobs]
+    return LocalSession((demand, replicas, thresholds, prefix_inputs(demand)),
+                        1 if requests < PARALLEL_RESIDUAL_REQUESTS else None)
 
 
-def _residual_view(context: tuple[ReplicaModel, Demand, int, dict[str, Thresholds]], seed: int,
-                   _cache: dict[Any, Any]) -> calibration.TwinView:
-    model, demand, replicas, thresholds = context
-    return calibration.twin_view(model, demand, replicas, thresholds, seed=seed)
+def residual_views(model: ReplicaModel, demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
+                   seeds: int, pool: LocalSession | None = None) -> list[calibration.TwinView]:
+    """The twin at the observed N with ``seeds`` seeds (1000, 1001, ...), in seed order, on ``pool``
+    (a :func:`residual_pool` of the same demand, replicas and thresholds; default: one of its own)."""
+    return many_views([model], demand, replicas, thresholds, seeds, pool)[0]
+
+
+def many_views(models: Sequence[ReplicaModel], demand: Demand, replicas: int, thresholds: dict[str, Thresholds],
+               seeds: int, pool: LocalSession | None = None) -> list[list[calibration.TwinView]]:
+    """``residual_views`` of each model, every run in one call of ``pool`` (runs of one seed on the
+    worker that holds its requests); the views of each model in seed order, each as it would be
+    alone."""
+    if pool is None:
+        with residual_pool(demand, replicas, thresholds) as own:
+            return many_views(models, demand, replicas, thresholds, seeds, own)
+    held, at, kept, inputs = pool.context
+    if held is not demand or at != replicas or kept != thresholds:
+        raise ValueError("a residual pool replays the demand, replicas and thresholds it was opened with")
+    if prefix_inputs(demand) != inputs:
+        # its workers would draw the conversations of the demand as it was
+        raise ValueError("the demand's cached shares or conversations changed while its residual pool was open")
+    jobs = [[_View(m, 1000 + s) for s in range(seeds)] for m in models]
+    done = dict(pool.run(_residual_view, [j for mine in jobs for j in mine], affinity=_view_seed))
+    return [[done[j] for j in mine] for mine in jobs]
+
+
+@dataclass(frozen=True, eq=False)
+class _View:
+    """One twin run at the observed N: ``model`` with ``seed`` (a job of one call, told apart by its
+    identity: a model is no dict key)."""
+
+    model: ReplicaModel
+    seed: int
+
+
+def _view_seed(job: _View) -> int:
+    """What runs of a residual share: the seed's requests (the scales and the router leave them as
+    they are; the longest sequence, which a KV capacity can shorten, is in ``_residual_view``'s key)."""
+    return job.seed
+
+
+_VIEW_SETS_KEPT = 2  # request sets a residual worker keeps (a month's are ~360 MB each)
+
+
+def _residual_view(context: tuple[Demand, int, dict[str, Thresholds], Any], job: _View,
+                   cache: dict[Any, Any]) -> calibration.TwinView:
+    """``calibration.twin_view`` of the job, on the requests ``demand_requests`` makes for its seed,
+    made once per worker (``cache``) and replayed as made, with the prefix arrays drawn for them
+    under the job's ``prefix_key`` (a ``RequestSet``): the view is the same."""
+    demand, replicas, thresholds, _ = context
+    longest = twin_max_model_len(job.model)
+    key = ("residual", job.seed, longest)
+    if key not in cache:
+        while len(cache) >= _VIEW_SETS_KEPT:
+            del cache[next(iter(cache))]  # the oldest
+        cache[key] = RequestSet(demand_requests(demand, 1.0, 1.0, job.seed, longest), job.seed)
+    return calibration.twin_view(job.model, demand, replicas, thresholds, seed=job.seed, requests=cache[key])
 
 
 def _extrapolation(analysis: Analysis, replicas: int, traffic: float, context: float) -> list[str]:
@@ -704,11 +775,11 @@ def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
 
 _REQUESTS_KEPT = 4  # synthesized request sets a process keeps (about 30-50 MB each for a day)
 _REQUESTS_KEPT_BYTES = 1 << 30  # and at most this much of them (a month at traffic x1.5 is ~0.6 GB a set)
-_REQUEST_BYTES = 25  # arrival (float64), path (int8), prompt and output tokens (int64)
+_REQUEST_BYTES = 27  # arrival (float64), path (int8), prompt and output tokens (int64), stream (int16)
 
 
-def _held_bytes(cache: dict[tuple[float, float, int], Any]) -> int:
-    return sum(sum(v.nbytes for v in reqs.values()) for reqs in cache.values())
+def _held_bytes(cache: dict[tuple[float, float, int], RequestSet]) -> int:
+    return sum(held.nbytes for held in cache.values())
 
 
 def _share(job: _Job) -> tuple[float, float, int]:
@@ -716,18 +787,21 @@ def _share(job: _Job) -> tuple[float, float, int]:
     return job.traffic, job.context, job.seed
 
 
-def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], Any]) -> RunShares:
-    """One twin run. ``cache`` keeps the last synthesized requests: the runs of a grid row (same
-    traffic, context and seed at several N') replay the same requests, one row after another. It holds
-    at most ``_REQUESTS_KEPT`` sets and ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are
-    hundreds of MB each); the oldest go first."""
+def _run(analysis: Analysis, job: _Job, cache: dict[tuple[float, float, int], RequestSet]) -> RunShares:
+    """One twin run. ``cache`` keeps the last synthesized requests, with their prefix arrays (a
+    ``RequestSet``: the conversations drawn from them, which neither N', the router nor a sensitivity
+    variant changes): the runs of a grid row (same traffic, context and seed at several N') replay
+    the same requests, one row after another. It holds at most ``_REQUESTS_KEPT`` sets and
+    ``_REQUESTS_KEPT_BYTES`` with the new one (a month's sets are hundreds of MB each); the oldest go
+    first."""
     key = _share(job)
     if key not in cache:
-        expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * _REQUEST_BYTES
+        per_request = _REQUEST_BYTES + (PREFIX_BYTES if prefix_caching(analysis.model) else 0)
+        expected = sum(float(p.requests.sum()) for p in analysis.demand.paths) * job.traffic * per_request
         while cache and (len(cache) >= _REQUESTS_KEPT or _held_bytes(cache) + expected > _REQUESTS_KEPT_BYTES):
             del cache[next(iter(cache))]  # the oldest
-        cache[key] = demand_requests(analysis.demand, job.traffic, job.context, job.seed,
-                                     twin_max_model_len(analysis.model))
+        cache[key] = RequestSet(demand_requests(analysis.demand, job.traffic, job.context, job.seed,
+                                                twin_max_model_len(analysis.model)), job.seed)
     return replay(_variant(analysis.model, job.variant), analysis.demand, job.replicas, analysis.thresholds,
                   job.traffic, job.context, seed=job.seed, requests=cache[key])
 

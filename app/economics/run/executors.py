@@ -109,12 +109,17 @@ class Placement:
     has taken (in the jobs' order); the last job of the share with the most left (making the share
     again costs less than idling: a month's set takes a quarter of one of its runs, a day's a third)."""
 
-    def __init__(self, jobs: Sequence[Hashable], affinity: Affinity, workers: int) -> None:
+    def __init__(self, jobs: Sequence[Hashable], affinity: Affinity, workers: int,
+                 held: Sequence[Hashable | None] | None = None) -> None:
         self.shares: dict[Hashable, deque[Any]] = {}
         for job in jobs:
             self.shares.setdefault(affinity(job), deque()).append(job)
-        self.untaken = deque(self.shares)
+        # ``held``: the share each worker holds from an earlier call (a ``LocalSession``'s): its own
         self.mine: list[Hashable | None] = [None] * workers
+        for w, key in enumerate(held or ()):
+            if w < workers and key in self.shares and key not in self.mine:
+                self.mine[w] = key
+        self.untaken = deque(k for k in self.shares if k not in self.mine)
 
     def next_job(self, w: int) -> Any | None:
         """Worker ``w``'s next job, or None when nothing is left for it."""
@@ -136,9 +141,26 @@ class Placement:
 def _by_affinity(fn: RunFn, context: Any, jobs: Sequence[Hashable], affinity: Affinity, workers: int,
                  ctx: Any) -> Iterator[tuple[Any, Any]]:
     """The jobs on ``workers`` processes of their own, placed by :class:`Placement`."""
-    placement = Placement(jobs, affinity, workers)
     pools = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker, initargs=(context,))
              for _ in range(workers)]
+    try:
+        _start(pools)
+        yield from _placed(fn, pools, Placement(jobs, affinity, workers))
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start(pools: Sequence[ProcessPoolExecutor]) -> None:
+    """Start the pools' processes side by side: a pool's first submit starts its process and blocks
+    until the child has read the context, which it unpickles after importing the economics stack
+    (seconds); one after the other, the last would take its share seconds after the first."""
+    with ThreadPoolExecutor(len(pools)) as starter:
+        list(starter.map(lambda pool: pool.submit(_ready).result(), pools))
+
+
+def _placed(fn: RunFn, pools: Sequence[ProcessPoolExecutor], placement: Placement) -> Iterator[tuple[Any, Any]]:
+    """The placement's jobs on the pools (one process each), yielded as each completes."""
     running: dict[Future[Any], tuple[int, Any]] = {}
 
     def fill(free: list[int]) -> None:
@@ -147,21 +169,59 @@ def _by_affinity(fn: RunFn, context: Any, jobs: Sequence[Hashable], affinity: Af
             if job is not None:
                 running[pools[w].submit(_run_in_worker, fn, job)] = (w, job)
 
-    try:
-        # a pool's first submit starts its process and blocks until the child has read the context,
-        # which it unpickles after importing the economics stack (seconds): start them side by side,
-        # or the last would take its share seconds after the first
-        with ThreadPoolExecutor(workers) as starter:
-            list(starter.map(lambda pool: pool.submit(_ready).result(), pools))
-        fill(list(range(workers)))
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            free = []
-            for future in done:
-                w, job = running.pop(future)
-                free.append(w)
-                yield job, future.result()
-            fill(free)
-    finally:
-        for pool in pools:
+    fill(list(range(len(pools))))
+    while running:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        free = []
+        for future in done:
+            w, job = running.pop(future)
+            free.append(w)
+            yield job, future.result()
+        fill(free)
+
+
+class LocalSession:
+    """Local processes kept for several calls of one context (``with LocalSession(context, n) as s``):
+    each worker reads the context once, and its cache lives from one call to the next, a share's jobs
+    going back to the worker that held the share. For a sequence of calls that depend on each other's
+    results, each replaying the same synthesized requests (the analysis' residual and the closing
+    sweeps: a month's request set is seconds to make and hundreds of MB). One worker: this process,
+    with one cache for every call. A call's results are those of a fresh ``LocalProcesses`` call:
+    ``fn`` must give the same result whatever its cache holds."""
+
+    def __init__(self, context: Any, workers: int | None = None) -> None:
+        self.context = context
+        self.workers = max(1, workers or default_workers())
+        self.cache: dict[Any, Any] = {}
+        self.pools: list[ProcessPoolExecutor] = []
+        self.held: list[Hashable | None] = []
+
+    def __enter__(self) -> LocalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for pool in self.pools:
             pool.shutdown(wait=True, cancel_futures=True)
+        self.pools, self.cache = [], {}
+
+    def run(self, fn: RunFn, jobs: Sequence[Hashable], affinity: Affinity | None = None
+            ) -> Iterator[tuple[Any, Any]]:
+        """``fn(context, job, cache)`` for every job, yielded as each completes; ``affinity`` as in
+        :meth:`Executor.run` (None: every job a share of its own)."""
+        if self.workers <= 1:
+            for job in jobs:
+                yield job, fn(self.context, job, self.cache)
+            return
+        if not self.pools:
+            ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
+            self.pools = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
+                                              initargs=(self.context,)) for _ in range(self.workers)]
+            _start(self.pools)
+        placement = Placement(jobs, affinity or (lambda job: job), self.workers, self.held)
+        yield from _placed(fn, self.pools, placement)
+        # a worker given no share of its own this time still holds the one it had
+        self.held = [m if m is not None else (self.held[w] if w < len(self.held) else None)
+                     for w, m in enumerate(placement.mine)]

@@ -11,15 +11,17 @@ finish, like the histograms the observed shares come from.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
 from app.economics.model import conversations
 from app.economics.model.capacity import ReplicaModel
-from app.economics.model.demand import Demand, shared_prefix, synthesize
+from app.economics.model.demand import Demand, PrefixSplit, shared_prefix, synthesize
 from app.economics.run import compiled
 from app.engine.config import EngineConfig, FleetConfig, StepTime
 from app.engine.fleet import FleetRun
@@ -168,6 +170,92 @@ def prefix_arrays(model: ReplicaModel, demand: Demand, requests: Mapping[str, np
     return out
 
 
+# the fields of a ``PrefixSplit`` that :func:`prefix_arrays` does not read: what the split says of
+# itself (its sources, the shares it was split into) and its check (``twin_cached_share``, set by the
+# residual while its session is open). Every other field, and any field added later, is in the key.
+SPLIT_NOT_DRAWN = frozenset({"cached_share", "conversation_share", "conversation_source", "conversation_detail",
+                             "shared_share", "twin_cached_share", "followup_source", "think_source"})
+
+
+def _keyed(value: Any) -> Hashable:
+    """A value as a key compares it: a float by its bits (a NaN equals itself), an array by its dtype,
+    shape and a digest of its bytes (the per-minute factors: the fit moves them in place)."""
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return ("array", data.dtype.str, data.shape, hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest())
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value).hex()
+    raise TypeError(f"prefix_key: no key for a {type(value).__name__}")
+
+
+def split_key(split: PrefixSplit) -> tuple[tuple[str, Hashable], ...]:
+    """Every field of ``split`` that draws the prefix arrays (all but ``SPLIT_NOT_DRAWN``), by name."""
+    return tuple((f.name, _keyed(getattr(split, f.name))) for f in fields(split) if f.name not in SPLIT_NOT_DRAWN)
+
+
+def prefix_inputs(demand: Demand) -> tuple[Hashable, ...]:
+    """What :func:`prefix_arrays` reads of ``demand`` besides the requests: the origin (the per-minute
+    follow-up factors are placed from it) and per path its name, its cached share (None where the cache
+    served nothing) and its split (:func:`split_key`; None: no split)."""
+    paths = []
+    for p in demand.paths:
+        cached = _keyed(p.cached_share) if math.isfinite(p.cached_share) and p.cached_share > 0 else None
+        paths.append((p.name, cached, None if p.prefix is None else split_key(p.prefix)))
+    return (_keyed(demand.origin), tuple(paths))
+
+
+def prefix_key(model: ReplicaModel, demand: Demand) -> tuple[Hashable, ...]:
+    """Everything :func:`prefix_arrays` reads besides the requests and the seed: runs of the same
+    requests and seed whose keys are equal have the same prefix arrays (a grid's N', routers and
+    sensitivity variants; the residual's scales and remedies). Of the model: whether it caches, the
+    prefix case (the "shared" case reads no split) and the block size; of the demand:
+    :func:`prefix_inputs`."""
+    if not prefix_caching(model):
+        return ()
+    shared_only = model.assumptions.prefix_cache == "shared"
+    origin, paths = prefix_inputs(demand)
+    if shared_only:
+        return (model.block_size, True, tuple((name, cached) for name, cached, _ in paths))
+    return (model.block_size, False, origin, paths)
+
+
+# a request's prefix arrays with conversations: group, conversation and follows (int64), tokens and
+# history (int32), gap (float64)
+PREFIX_BYTES = 40
+
+
+@dataclass
+class RequestSet:
+    """The requests :func:`demand_requests` made for ``seed`` (at a traffic, context and longest
+    sequence the holder keys them by), with the prefix arrays of the last :func:`prefix_key` they were
+    replayed under: the runs that replay one set share both (drawing the conversations of a month's
+    requests takes seconds, as making them does). Pass it as the ``requests`` of a replay of the same
+    seed; a run under another key draws the arrays again."""
+
+    requests: dict[str, np.ndarray]
+    seed: int
+    key: tuple[Any, ...] | None = None
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def prefix(self, model: ReplicaModel, demand: Demand) -> dict[str, np.ndarray]:
+        """``prefix_arrays(model, demand, self.requests, self.seed)``, drawn once per key."""
+        key = prefix_key(model, demand)
+        if key != self.key:
+            self.arrays, self.key = prefix_arrays(model, demand, self.requests, self.seed), key
+        return self.arrays
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.requests.values()) + sum(v.nbytes for v in self.arrays.values())
+
+
+Requests = Mapping[str, np.ndarray] | RequestSet  # a replay's requests, as made or with their prefix arrays
+
+
 def _trace(demand: Demand, requests: Mapping[str, np.ndarray], seed: int, max_model_len: int,
            prefix: Mapping[str, np.ndarray] | None = None) -> Trace:
     specs = tuple(PathSpec(name=p.name, served_name=p.name, mean_rate=0.0, peak_to_trough=1.0, peak_hour_utc=0.0,
@@ -232,10 +320,11 @@ def demand_requests(demand: Demand, traffic: float = 1.0, context: float = 1.0, 
 
 
 def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float = 1.0, context: float = 1.0,
-             seed: int = 0, requests: Mapping[str, np.ndarray] | None = None) -> tuple[FleetRun, dict[str, np.ndarray]]:
+             seed: int = 0, requests: Requests | None = None) -> tuple[FleetRun, dict[str, np.ndarray]]:
     """One twin run of a scenario: the fleet run (its per-minute gauges) and the per-request outcomes.
     ``requests``: ``demand_requests`` of the same arguments, when the caller has them already (the
-    runs of a grid at several N' replay the same requests)."""
+    runs of a grid at several N' replay the same requests), or a :class:`RequestSet` of them (which
+    keeps their prefix arrays too)."""
     compiled.ready(compiled.FLEET)
     run = run_fleet_compiled(_twin_trace(model, demand, traffic, context, seed, requests),
                              twin_config(model, replicas, demand.window_s), seed=seed)
@@ -243,8 +332,12 @@ def run_twin(model: ReplicaModel, demand: Demand, replicas: int, traffic: float 
 
 
 def _twin_trace(model: ReplicaModel, demand: Demand, traffic: float, context: float, seed: int,
-                requests: Mapping[str, np.ndarray] | None) -> Trace:
+                requests: Requests | None) -> Trace:
     max_len = twin_max_model_len(model)
+    if isinstance(requests, RequestSet):
+        if requests.seed != seed:
+            raise ValueError(f"a run of seed {seed} given the requests of seed {requests.seed}")
+        return _trace(demand, requests.requests, seed, max_len, requests.prefix(model, demand))
     reqs = requests if requests is not None else demand_requests(demand, traffic, context, seed, max_len)
     return _trace(demand, reqs, seed, max_len, prefix_arrays(model, demand, reqs, seed))
 
@@ -256,7 +349,7 @@ def in_export(demand: Demand, t: np.ndarray) -> np.ndarray:
 
 def replay(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
            traffic: float = 1.0, context: float = 1.0, seed: int = 0,
-           requests: Mapping[str, np.ndarray] | None = None) -> RunShares:
+           requests: Requests | None = None) -> RunShares:
     """One replay run of a scenario, reduced to its breach shares: :func:`shares_of` of the run's
     outcomes, counted by the compiled engine as each request finishes (no row per request: a month of
     demand is tens of millions of requests)."""
@@ -306,7 +399,7 @@ def shares_of_counts(sim: Simulated, names: Sequence[str], thresholds: Mapping[s
 
 def simulate_twin(model: ReplicaModel, demand: Demand, replicas: int, thresholds: Mapping[str, Thresholds],
                   seed: int = 0, traffic: float = 1.0, context: float = 1.0,
-                  requests: Mapping[str, np.ndarray] | None = None, view: bool = True) -> tuple[Trace, Simulated]:
+                  requests: Requests | None = None, view: bool = True) -> tuple[Trace, Simulated]:
     """The compiled run of a scenario (``requests`` as in :func:`run_twin`), counted over the export's
     range as it runs (``twin_fleet.Counting``: breaches by ``thresholds`` per window, and with
     ``view`` what ``calibration.twin_view`` reads per minute), for a caller that reduces the counts
