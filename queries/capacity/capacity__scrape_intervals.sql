@@ -40,19 +40,37 @@ wanted as (
         or (signal in ('running', 'waiting', 'kv_usage') and suffix = '')
 ),
 
-points as (
-    select w.replica, w.what, w.is_gauge, p.series_id, p.ts, max(p.value) * any_value(w.scale) as value
-    from samples as p
-    inner join wanted as w using (series_id)
-    where list_contains($dataset_ids, p.dataset_id)
-    group by all
+picked as (
+    -- the wanted series' samples only: the semi-join on series_id lets the scan skip the rest early
+    select series_id, ts, value
+    from samples
+    where list_contains($dataset_ids, dataset_id) and series_id in (select series_id from wanted)
 ),
 
 sequenced as (
+    -- each series' value at a time and at its previous time, each the highest of the datasets holding
+    -- it, from one sort of three narrow columns: the frames over the rows sharing a time take the
+    -- highest, so no aggregate runs before the sort; one row per (series, time) is kept (whichever
+    -- sorts last: its two values are those of its whole time)
     select
-        *,
-        lag(value) over (partition by series_id order by ts) as before
-    from points
+        series_id,
+        ts,
+        max(value) over this_time as value,
+        max(value) over time_before as before,
+        lead(ts) over by_time as ts_after
+    from picked
+    window
+        by_time as (partition by series_id order by ts),
+        this_time as (by_time groups between current row and current row),
+        time_before as (by_time groups between 1 preceding and 1 preceding)
+    qualify ts_after is distinct from ts
+),
+
+scaled as (
+    -- the labels joined after the sort, so it moves no strings
+    select w.replica, w.what, w.is_gauge, s.ts, s.value * w.scale as value, s.before * w.scale as before
+    from sequenced as s
+    inner join wanted as w using (series_id)
 ),
 
 per_scrape as (
@@ -81,7 +99,7 @@ per_scrape as (
         avg(before) filter (where what = 'kv_usage') as kv_before,
         count(*) filter (where not is_gauge and value < before) as resets,
         count(*) filter (where before is not null) as with_before
-    from sequenced
+    from scaled
     group by replica, ts
 ),
 

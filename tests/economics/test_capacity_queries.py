@@ -58,6 +58,26 @@ def test_scrape_intervals_by_hand(ws: Workspace) -> None:
     assert list(b["resets"]) == [0, 2]  # _count and _sum went down at 30 s
 
 
+
+def test_scrape_intervals_take_the_highest_of_several_datasets(ws: Workspace) -> None:
+    # one counter in two datasets: at 15 s the second holds the higher value, at 30 s the first; at 45 s
+    # the counter restarts; the prompt counter starts late (its first sample is only a baseline)
+    first = load(ws, samples("vllm:generation_tokens_total", A, [(0, 10), (15, 40), (30, 70), (45, 5), (60, 25)])
+                 + samples("vllm:prompt_tokens_total", A, [(30, 100), (45, 130), (60, 190)])
+                 + samples("vllm:num_requests_running", A, [(0, 1), (15, 2), (30, 3), (45, 3), (60, 4)]), "first")
+    second = load(ws, samples("vllm:generation_tokens_total", A, [(15, 50), (30, 60)]), "second")
+    got = capacity.scrape_intervals(ws, [first, second]).set_index("ts")
+    assert list(got.index) == [ts(15), ts(30), ts(45), ts(60)] and list(got["dt_s"]) == [15.0] * 4
+    # 50 - 10, 70 - 50 (the highest at each time), a restart (5 < 70: no increases), 25 - 5
+    assert got["generation_tokens"].tolist()[:2] == [40.0, 20.0] and math.isnan(got["generation_tokens"].iloc[2])
+    assert got["generation_tokens"].iloc[3] == 20.0 and list(got["resets"]) == [0, 0, 1, 0]
+    # nothing before 30 s, a baseline at 30 s, then 130 - 100 is lost to the restart, 190 - 130
+    assert got["prompt_tokens"].isna().tolist() == [True, True, True, False] and got["prompt_tokens"].iloc[3] == 60.0
+    assert list(got["running_before"]) == [1.0, 2.0, 3.0, 3.0] and list(got["running"]) == [2.0, 3.0, 3.0, 4.0]
+    # the second dataset alone: its two samples make one interval
+    alone = capacity.scrape_intervals(ws, [second])
+    assert alone[["ts", "generation_tokens", "resets"]].values.tolist() == [[ts(30), 10.0, 0]]
+
 def test_busy_intervals_keep_what_a_step_time_can_be_read_from(ws: Workspace) -> None:
     ds = load(ws, _fleet())
     busy = capacity.busy_intervals(capacity.scrape_intervals(ws, [ds]))
