@@ -149,7 +149,10 @@ def note(r: dict[str, Any]) -> str:
     if r["name"] == "economics_month_15s_pushdown":
         out.append(f"pull {d['pull_s']:.1f} s ({_samples(d['pulled_rows'])} rows), analyse {d['analyse_s']:.1f} s, grid "
                    f"{d['grid_s']:.1f} s; imported into VictoriaMetrics in {d['import_s']:.0f} s"
-                   f"{' (reused)' if d['import_reused'] else ''}; 5-minute cube: {d['cube_cells_differ']:,} of "
+                   f"{' (reused)' if d['import_reused'] else ''}"
+                   + (f", its dates moved {d['shift_days']} days back (VictoriaMetrics refuses samples past its clock)"
+                      if d.get("shift_days") else "")
+                   + f"; 5-minute cube: {d['cube_cells_differ']:,} of "
                    f"{d['cube_cells']:,} cells differ from the file's, {d['cube_cells_differ_in_first_window']:,} of "
                    "them in a series' first window")
     if r["name"] == "scenario_replay":

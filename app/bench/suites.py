@@ -772,6 +772,7 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
         reference_runs=[file_row.seconds],
         detail={"hours": size.month_hours, "replicas": size.month_replicas, "scrape_interval_s": made["scrape_interval_s"],
                 "import_s": round(res["import_s"], 1), "import_reused": res["import_reused"],
+                "shift_days": res["shift_days"],
                 "json_bytes": res["json_bytes"], "pulled_rows": res["pulled_rows"],
                 "demand_window_s": res["demand_window_s"], "observed_replicas": res["observed_replicas"],
                 **{f"{k}_s": round(v["seconds"], 3) for k, v in ph.items()},

@@ -240,8 +240,10 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
                                       {"f": str(parquet)}).fetchall()[0]
     start = pd.Timestamp(lo).tz_convert("UTC").floor("1h")
     end = pd.Timestamp(hi).tz_convert("UTC").ceil("1min") + pd.Timedelta(minutes=1)
+    made = victoria.imported(vm_dir, parquet)
+    if made is None:
+        victoria.clear(vm_dir)  # an earlier import of other data, or of these dates unmoved
     with victoria.running(vm_dir, vm_dir.parent / f"{vm_dir.name}.log") as url:
-        made = victoria.imported(vm_dir, parquet)
         if made is None:
             _say(f"importing {parquet.name} into VictoriaMetrics ({vm_dir}), once")
             made = victoria.import_parquet(url, parquet, Path(task["tmp"]), _say)
@@ -250,10 +252,13 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
         else:
             _say(f"VictoriaMetrics holds {made['samples']:,} samples of {parquet.name} from an earlier run: reused")
             reused = True
+        # the store holds the export moved back by whole days (victoria.shift_days): read that range
+        moved = pd.Timedelta(days=int(made["shift_days"]))
         reset_peak_rss()
         with _fresh_workspace(db) as ws:
             t0 = time.perf_counter()
-            report = pushdown.fetch_cube(ws, Store(url=url, timeout_s=600), start.isoformat(), end.isoformat(),
+            report = pushdown.fetch_cube(ws, Store(url=url, timeout_s=600), (start - moved).isoformat(),
+                                         (end - moved).isoformat(),
                                          window="1m", by="series", chunk="1d", progress=_say, raw_scalars=True)
             if report.status != "loaded":
                 raise RuntimeError(f"pushdown from {url}: {report.status} {report.errors}")
@@ -272,10 +277,12 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
             phase("grid", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
             cube_id = ensure_cube(ws, [report.dataset_id], 300, PATH_LABELS)
             pulled = cube_frame(ws, cube_id)
+            pulled["window_start"] = pulled["window_start"] + moved  # back to the export's dates
             t_lo, t_hi = time_range(ws, cube_id, None, None)
             shares = evaluate(ws, cube_id, 300, promises, t_lo, t_hi).paths
     compared = _compare_cubes(pd.read_parquet(task["file_cube"]), pulled)
     return {"phases": phases, "samples": made["samples"], "import_s": made["seconds"], "import_reused": reused,
+            "shift_days": int(made["shift_days"]),
             "json_bytes": made.get("json_bytes"), "pulled_rows": report.samples, "demand_window_s": analysis.demand.window_s,
             "observed_replicas": analysis.observed.replicas, "demand_hours": analysis.demand.duration_s / 3600,
             "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()), "cube": compared,

@@ -1,0 +1,103 @@
+"""The month's import into a live VictoriaMetrics (app/bench/victoria.py): VictoriaMetrics refuses samples
+stamped more than two days past its clock, so an export on dates past today is imported whole days earlier
+and read back at the moved dates; unmoved, the future days are lost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from app.bench import victoria
+from tests.support.servers import IN_CI
+
+pytestmark = pytest.mark.prometheus
+
+DAY = victoria.DAY_MS
+NOW = 1_796_000_000_000  # 2026-11-29T07:33:20Z, the import's clock in these tests
+
+
+@pytest.mark.parametrize(("last", "days"), [
+    (NOW - 2 * DAY, 0),  # ends two days ago: as it is
+    (NOW - DAY, 0),  # ends exactly a day before the import
+    (NOW - DAY + 1, 1),
+    (NOW, 1),
+    (NOW + 12 * DAY + DAY // 2, 14),  # 12.5 days ahead: 13.5 days back at least, so 14
+])
+def test_an_export_is_moved_back_by_whole_days_to_end_a_day_before_now(last: int, days: int) -> None:
+    assert victoria.shift_days(last, NOW) == days
+
+
+def _export(path: Path, first_ms: int, n: int) -> Path:
+    """A counter of one series every 15 s from ``first_ms`` (epoch ms), as the month's export holds it."""
+    con = duckdb.connect()
+    con.execute("""copy (select to_timestamp(($first + 15000 * i) / 1000.0) as "timestamp",
+                               'vllm:prompt_tokens_total' as metric,
+                               '{"instance": "10.0.0.1:8000", "job": "vllm", "model_name": "m"}' as labels,
+                               (100 * i)::double as value
+                        from range($n) as t(i)) to '""" + str(path).replace("'", "''") + "' (format parquet)",
+                {"first": first_ms, "n": n})
+    return path
+
+
+def _samples(url: str, start_ms: int, end_ms: int) -> tuple[list[int], list[float]]:
+    query = urllib.parse.urlencode({"match[]": "vllm:prompt_tokens_total", "start": start_ms / 1000, "end": end_ms / 1000})
+    with urllib.request.urlopen(f"{url}/api/v1/export?{query}", timeout=30) as resp:
+        lines = [json.loads(line) for line in resp.read().decode().splitlines() if line]
+    return ([t for line in lines for t in line["timestamps"]], [v for line in lines for v in line["values"]])
+
+
+def test_an_export_past_the_clock_is_imported_days_earlier_and_whole(tmp_path: Path) -> None:
+    """Four days of a 15 s counter ending ten days past the import's clock: moved back 11 days, every sample
+    is stored, at its time less 11 days. Imported unmoved (a clock in the export's future), the same
+    store keeps only what lies within two days past its own clock: nothing of it."""
+    if not victoria.available():
+        reason = "victoria-metrics not installed (apt-get install victoria-metrics)"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}; the VictoriaMetrics tests must run in CI")
+        pytest.skip(reason)
+    import time
+
+    now = int(time.time() * 1000)
+    n = 4 * 5760
+    first = now + 6 * DAY
+    export = _export(tmp_path / "metrics.parquet", first, n)
+    last = first + 15000 * (n - 1)
+    data = tmp_path / "vm"
+    with victoria.running(data, tmp_path / "vm.log") as url:
+        made = victoria.import_parquet(url, export, tmp_path, lambda _m: None, now_ms=now)
+        assert made["samples"] == n and made["shift_days"] == victoria.shift_days(last, now) == 11
+        moved = made["shift_days"] * DAY
+        stamps, values = _samples(url, first - moved - DAY, last - moved + DAY)
+        assert sorted(stamps) == [first - moved + 15000 * i for i in range(n)]
+        assert sorted(values) == [100.0 * i for i in range(n)]
+        assert _samples(url, first - DAY, last + DAY) == ([], [])  # nothing at the export's own dates
+    victoria.mark_imported(data, export, made)
+    assert victoria.imported(data, export)["shift_days"] == 11
+    # the same export imported as its dates are, into a fresh store: VictoriaMetrics drops it all
+    shutil.rmtree(data)
+    with victoria.running(data, tmp_path / "vm.log") as url:
+        made = victoria.import_parquet(url, export, tmp_path, lambda _m: None, now_ms=last + 2 * DAY)
+        assert made["shift_days"] == 0
+        assert _samples(url, first - DAY, last + DAY) == ([], [])
+    assert "too big timestamp" in (tmp_path / "vm.log").read_text()
+
+
+def test_an_import_without_a_recorded_shift_does_not_count(tmp_path: Path) -> None:
+    """A marker from before the shift (its import lost the days past its clock) is not reused, and clear
+    empties the store's directory before the import that replaces it."""
+    export = _export(tmp_path / "metrics.parquet", NOW, 10)
+    data = tmp_path / "vm"
+    data.mkdir()
+    (data / "headroom-import.json").write_text(json.dumps({"file": str(export), "bytes": export.stat().st_size,
+                                                           "samples": 10, "seconds": 1.0}))
+    assert victoria.imported(data, export) is None
+    victoria.mark_imported(data, export, {"samples": 10, "seconds": 1.0, "json_bytes": 1, "shift_days": 0})
+    assert victoria.imported(data, export)["shift_days"] == 0
+    victoria.clear(data)
+    assert not data.exists()
