@@ -178,7 +178,8 @@ def _pf_del(rq, rp, r, i):
 # -- one binary heap: the rows of h[r], ordered as Python orders tuples of their columns ------------
 # The engine's finish heaps (one per replica, int64 rows (finish step, request id, q); an entry whose
 # row holds another request, or the request with another q, is stale) and the policy driver's retries
-# (one heap of float rows (arrival, request row, 0)). Three columns: a constant the loops unroll.
+# and the static fleet's released follow-ups in closed loop (one heap of float rows (arrival, request
+# row or trace index, 0) each). Three columns: a constant the loops unroll.
 HEAP_COLUMNS = 3
 
 

@@ -45,6 +45,8 @@ from app.engine.twin_engine import (
     enqueue,
     free_rows,
     grown_heap,
+    heap_pop,
+    heap_push,
     new_cache,
     new_replicas,
     process,
@@ -153,49 +155,11 @@ def _run(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, 
 
 # -- closed loop (app.engine.closed) -----------------------------------------------------------------
 @njit(**LOOP)
-def _before(pt, pi, a, b):
-    return pt[a] < pt[b] or (pt[a] == pt[b] and pi[a] < pi[b])
-
-
-@njit(**LOOP)
-def _pend_push(pt, pi, n, t, i):
-    """Push (t, i) on the heap of released follow-ups (ordered on (time, request), as Python's tuples)."""
-    k = n
-    pt[k], pi[k] = t, i
-    while k > 0:
-        up = (k - 1) >> 1
-        if not _before(pt, pi, k, up):
-            break
-        pt[k], pt[up] = pt[up], pt[k]
-        pi[k], pi[up] = pi[up], pi[k]
-        k = up
-    return n + 1
-
-
-@njit(**LOOP)
-def _pend_pop(pt, pi, n):
-    n -= 1
-    pt[0], pi[0] = pt[n], pi[n]
-    k = 0
-    while True:
-        c = 2 * k + 1
-        if c >= n:
-            break
-        if c + 1 < n and _before(pt, pi, c + 1, c):
-            c += 1
-        if not _before(pt, pi, c, k):
-            break
-        pt[k], pt[c] = pt[c], pt[k]
-        pi[k], pi[c] = pi[c], pi[k]
-        k = c
-    return n
-
-
-@njit(**LOOP)
-def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, gap, pt, pi, at):
+def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, gap, pend, at):
     """The replicas' events up to x, the earliest first (the lower index at a tie), as the Python
     fleet's closed loop runs them: 0 when every replica's plan ends after x; 1 as soon as one released
-    follow-ups (pushed on the heap, its size in ``at[4]``: one may be sent before x); 2 when a
+    follow-ups (pushed on ``pend``, rows (send time, request, 0), its size in ``at[4]``: one may be
+    sent before x); 2 when a
     replica stopped for a larger heap; 3 when a step finished more followed requests than the
     release buffer holds."""
     n_rep = rp.shape[0]
@@ -214,7 +178,11 @@ def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, ga
             for k in range(n_rel):
                 s = ip[REL0 + k]
                 j = follower[rq[s].id]
-                at[4] = _pend_push(pt, pi, at[4], rq[s].finish + gap[j], j)
+                n = at[4]
+                pend[0, n, 0] = rq[s].finish + gap[j]
+                pend[0, n, 1] = j
+                heap_push(pend, 0, n)
+                at[4] = n + 1
             ip[REL_N] = 0
             return 1 if ok else 2
         if not ok:
@@ -223,11 +191,12 @@ def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, ga
 
 @njit(cache=True, error_model="numpy")
 def _run_closed(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h,
-                st_dec, st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, at, follower, gap, scheduled, pt,
-                pi, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
+                st_dec, st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, at, follower, gap, scheduled, pend,
+                sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):
     """:func:`_run` with follow-ups in closed loop (``app.engine.closed``; the Python fleet's loop,
     drained): the next event is the earliest of the scheduled arrival ``scheduled[at[0]]``, the heap
-    of released follow-ups (``pt``, ``pi``: time, request; ``at[4]`` of them) and the grid point
+    of released follow-ups (``pend``: rows (time, request, 0), as heapq orders (time, request); ``at[4]``
+    of them) and the grid point
     ``at[1]`` (first at a tie); before it, the replicas' events run in time order, and a follow-up
     released on the way is considered at once. ``at``: scheduled position, grid point, router start,
     requests routed (the router's draws are the k-th routed request's), heap size. Returns (h, 0)
@@ -241,12 +210,12 @@ def _run_closed(rq, arrival, prompt, target, path, hits_max, keys, conv, last_re
         else:
             i, t_a = arrival.shape[0], INF
         held = False
-        if at[4] > 0 and (pt[0] < t_a or (pt[0] == t_a and pi[0] < i)):
-            i, t_a, held = pi[0], pt[0], True
+        if at[4] > 0 and (pend[0, 0, 0] < t_a or (pend[0, 0, 0] == t_a and pend[0, 0, 1] < i)):
+            i, t_a, held = int(pend[0, 0, 1]), pend[0, 0, 0], True
         gi = at[1]
         tg = gi * dt if gi < n_grid else INF
         t = tg if tg < t_a else t_a
-        status = _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, t, follower, gap, pt, pi, at)
+        status = _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, t, follower, gap, pend, at)
         if status == 2:
             h = grown_heap(h)
             continue
@@ -267,7 +236,8 @@ def _run_closed(rq, arrival, prompt, target, path, hits_max, keys, conv, last_re
             _count_row(rq, s, sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts)
         _new_row(rq, s, i, arrival, prompt, target, path, hits_max, keys)
         if held:
-            at[4] = _pend_pop(pt, pi, at[4])
+            heap_pop(pend, 0, at[4])
+            at[4] -= 1
             rq[s].arrival = t_a + 0.0
         else:
             at[0] = p + 1
@@ -522,7 +492,7 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
     if loop is not None:
         at = np.zeros(5, dtype=np.int64)
         n_follow = n - len(loop.scheduled)
-        pt, pi = np.empty(n_follow + 1), np.empty(n_follow + 1, dtype=np.int64)
+        pend = np.zeros((1, n_follow + 1, HEAP_COLUMNS))  # the released follow-ups: (send time, request, 0)
     else:
         at = np.zeros(3, dtype=np.int64)
     while True:
@@ -535,7 +505,7 @@ def simulate(trace: Trace, config: FleetConfig, seed: int = 0, counting: Countin
             h, status = _run_closed(rq, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.path,
                                     trace.hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec, st_pf,
                                     gauges, ip, fp, ROUTER_CODES[config.router], state, pick_a, pick_b, float(dt), at,
-                                    loop.follower, loop.gap_s, loop.scheduled, pt, pi, *sink)
+                                    loop.follower, loop.gap_s, loop.scheduled, pend, *sink)
             if status == 3:
                 raise RuntimeError(f"the compiled twin's release buffer ({release_room(config)} rows) overflowed: "
                                    f"one step finished {int(ip[REL_N])} followed requests")

@@ -128,8 +128,8 @@ def _cached_counter(totals: pd.DataFrame, path: str) -> str:
 
 
 # how the twin sends the follow-ups (app.engine.closed), said beside the think time
-CLOSED_LOOP = ("; each later turn is sent that long after the twin's answer to the turn before it (closed loop, "
-               "assumed: the user waits for the answer), so where the answers are late at N' so are the next turns")
+CLOSED_LOOP = (f"; each later turn is sent that long after the twin's answer to the turn before it "
+               f"{decision.CLOSED_LOOP}, so where the answers are late at N' so are the next turns")
 
 
 def prefix_split_table(analysis: Any, totals: pd.DataFrame) -> pd.DataFrame:

@@ -14,8 +14,15 @@ from app.engine.config import ALL_ROUTERS, EngineConfig, FleetConfig
 from app.engine.fleet import run_fleet
 from app.engine.outcomes import run_arrays
 from app.engine.trace import Trace
-from app.engine.twin_fleet import Counting, breach_counts, run_fleet_compiled, simulate
-from tests.engine.test_prefix_cache import DETERMINISTIC, FIELDS, HAND_ENGINE, HAND_STEP, _hand_trace
+from app.engine.twin_fleet import run_fleet_compiled
+from tests.engine.test_prefix_cache import (
+    DETERMINISTIC,
+    FIELDS,
+    HAND_ENGINE,
+    HAND_STEP,
+    _hand_trace,
+    counted_and_full,
+)
 from tests.support.prefix_trace import shared_trace
 
 
@@ -103,13 +110,7 @@ def test_the_compiled_closed_loop_equals_the_python_one(busy_closed: Trace, rout
 def test_a_counted_closed_run_counts_the_full_runs_rows(busy_closed: Trace) -> None:
     """A counted run whose ring (4 rows at first) meets follow-ups sent out of trace order: the breaches
     counted are those of the run that keeps every row."""
-    config = _config("prefix_aware")
-    ttft, tpot = np.array([0.3, 3.0]), np.array([0.03, np.nan])
-    counting = Counting(ttft_s=ttft, tpot_s=tpot, t_lo=0.0, t_hi=1800.0, window_s=60.0, n_windows=30, origin=0.0,
-                        view_window_s=60.0, n_view=30)
-    full = simulate(busy_closed, config, seed=5)
-    totals, windows = breach_counts(full.rows, ttft, tpot, 0.0, 1800.0, 60.0, 30)
-    got = simulate(busy_closed, config, seed=5, counting=counting, ring_rows=4)
+    full, got, totals, windows = counted_and_full(busy_closed, _config("prefix_aware"))
     assert got.enlarged > 3
     assert np.array_equal(got.counts.totals, totals) and np.array_equal(got.counts.windows, windows)
     assert np.array_equal(got.gauges, full.gauges)

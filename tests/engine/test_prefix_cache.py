@@ -17,7 +17,7 @@ from app.engine.policy_fleet import run_policy_fleet
 from app.engine.prefix import prefix_keys
 from app.engine.replica import Replica, Requests, StepCounters
 from app.engine.trace import PathSpec, Trace, TrafficSpec
-from app.engine.twin_fleet import Counting, breach_counts, run_fleet_compiled, simulate
+from app.engine.twin_fleet import Counting, Simulated, breach_counts, run_fleet_compiled, simulate
 from app.engine.twin_policy import simulate_policy
 from app.simulator.metrics import build_metrics_frame
 from tests.support.prefix_trace import shared_trace
@@ -395,18 +395,26 @@ def test_without_the_cache_the_export_has_none_of_its_families() -> None:
     assert info["enable_prefix_caching"] == "False"
 
 
+def counted_and_full(trace: Trace, config: FleetConfig) -> tuple[Simulated, Simulated, np.ndarray, np.ndarray]:
+    """The run of ``trace`` (seed 5) that keeps every row, a counted run whose ring starts at 4 rows, and
+    the full run's breaches by minute as the counted run counts them (TTFT 0.3 s / TPOT 30 ms on the first
+    path, TTFT 3 s on the second): (full, counted, totals, windows)."""
+    minutes = int(trace.duration_s // 60)
+    ttft, tpot = np.array([0.3, 3.0]), np.array([0.03, np.nan])
+    counting = Counting(ttft_s=ttft, tpot_s=tpot, t_lo=0.0, t_hi=trace.duration_s, window_s=60.0, n_windows=minutes,
+                        origin=0.0, view_window_s=60.0, n_view=minutes)
+    full = simulate(trace, config, seed=5)
+    totals, windows = breach_counts(full.rows, ttft, tpot, 0.0, trace.duration_s, 60.0, minutes)
+    return full, simulate(trace, config, seed=5, counting=counting, ring_rows=4), totals, windows
+
+
 def test_a_counted_run_with_the_cache_counts_the_full_runs_rows() -> None:
     """A counted run (a ring of rows that grows, started at 4) with the cache at work: rows move, the
     caches hold blocks, not rows, so the breaches counted are those of the run that keeps every row."""
     trace = shared_trace(6, 900.0, conversations=700, singles=2000, batch=500)
     config = FleetConfig(replicas=2, router="prefix_aware", engine=ENGINES["default pool"], step=DETERMINISTIC,
                          scrape_interval_s=60.0)
-    ttft, tpot = np.array([0.3, 3.0]), np.array([0.03, np.nan])
-    counting = Counting(ttft_s=ttft, tpot_s=tpot, t_lo=0.0, t_hi=900.0, window_s=60.0, n_windows=15, origin=0.0,
-                        view_window_s=60.0, n_view=15)
-    full = simulate(trace, config, seed=5)
-    totals, windows = breach_counts(full.rows, ttft, tpot, 0.0, 900.0, 60.0, 15)
-    got = simulate(trace, config, seed=5, counting=counting, ring_rows=4)
+    full, got, totals, windows = counted_and_full(trace, config)
     assert got.enlarged > 3
     assert np.array_equal(got.counts.totals, totals) and np.array_equal(got.counts.windows, windows)
     assert np.array_equal(got.gauges, full.gauges) and np.array_equal(got.evictions, full.evictions)

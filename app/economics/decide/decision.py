@@ -181,6 +181,8 @@ ENGINE_FACTS = (("router", "router", "--router"), ("max_num_seqs", "batch cap ma
 
 
 # how a path's think time was obtained (``PrefixSplit.think_source``), in words
+# how the twin sends a conversation's later turns (app.engine.closed), as the statements say it
+CLOSED_LOOP = "(closed loop, assumed: the user waits for the answer)"
 THINK_SOURCES = {"fitted": "fitted on the computed prompt tokens per minute", "bound": "fitted, an upper bound",
                  "given": "given", "assumed": "assumed"}
 
@@ -207,7 +209,7 @@ def stated_assumptions(analysis: Analysis) -> list[str]:
                    f"{split.conversation_share:.0%} conversation history ({split.conversation_source}: "
                    f"{split.conversation_detail}); follow-up turns {split.think_s:g} s after the previous answer "
                    f"(think time, {think}; --think-time), each sent when the twin has answered the turn before it "
-                   "(closed loop, assumed: the user waits for the answer), "
+                   f"{CLOSED_LOOP}, "
                    f"{split.followup_share:.0%} of requests continuing a conversation ({split.followup_source})")
     running_max = m.observed.get("running_max", math.nan)
     if math.isfinite(running_max):
