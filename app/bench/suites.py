@@ -765,7 +765,8 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
     log(f"  economics_month_15s_pushdown: {seconds:.1f} s (pull {ph['pull']['seconds']:.1f} s, analyse "
         f"{ph['analyse']['seconds']:.1f} s, grid {ph['grid']['seconds']:.1f} s) against the file's "
         f"{file_row.seconds:.1f} s; cube cells differing {cube['differ']:,} of {cube['cells']:,} "
-        f"({cube['differ_in_first_window']:,} in a series' first window)")
+        f"({cube['differ_in_first_window']:,} in a series' first window, {cube['differ_in_unscraped_window']:,} in "
+        f"windows without a scrape, {cube['unexplained']:,} unexplained)")
     return Result(
         name="economics_month_15s_pushdown", samples=res["samples"], seconds=seconds, reference="file",
         reference_seconds=file_row.seconds, peak_rss_mb=res["peak_rss_mb"], runs=[seconds],
@@ -779,6 +780,8 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
                 **{f"{k}_peak_rss_mb": round(v["peak_rss_mb"], 1) for k, v in ph.items()},
                 "cube_cells": cube["cells"], "cube_cells_same": cube["same"], "cube_cells_differ": cube["differ"],
                 "cube_cells_differ_in_first_window": cube["differ_in_first_window"],
+                "cube_cells_differ_in_unscraped_window": cube["differ_in_unscraped_window"],
+                "cube_cells_unexplained": cube["unexplained"],
                 "cube_only_in_file": cube["only_in_file"], "cube_only_in_pushdown": cube["only_in_pushdown"],
                 "shares": res["shares"],
                 "what": "the same export imported once into a live VictoriaMetrics (import_s, not counted; "

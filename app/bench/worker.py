@@ -294,8 +294,11 @@ def _month_pushdown(task: dict[str, Any]) -> dict[str, Any]:
 
 def _compare_cubes(file_cube: Any, pulled: Any) -> dict[str, Any]:
     """The pushdown cube's cells against the file's: how many agree to 1e-9 (relative), and of those
-    that do not, how many lie in the first window of their (path, signal, le, stat) series, where
-    VictoriaMetrics counts a counter from zero and the file keeps its first sample as a baseline."""
+    that do not, how many lie where the two reads are known to part (docs: Live stores, Pushdown and
+    extrapolation): in the first window of their (path, signal, le, stat) series, where VictoriaMetrics
+    counts a counter from zero and the file keeps its first sample as a baseline; or in a window the file
+    has no sample in (a scrape gap), which VictoriaMetrics answers for the minute after the last sample
+    with an increase of 0. ``unexplained`` is the rest."""
     keys = ["window_start", "path", "signal", "le", "stat"]
     a = file_cube.rename(columns={"value": "file"})
     b = pulled.rename(columns={"value": "pushdown"})
@@ -305,9 +308,12 @@ def _compare_cubes(file_cube: Any, pulled: Any) -> dict[str, Any]:
     both = a.merge(b, on=keys, how="outer")
     same = (both["file"] - both["pushdown"]).abs() <= 1e-9 * both[["file", "pushdown"]].abs().max(axis=1).clip(lower=1)
     first = both.groupby(keys[1:])["window_start"].transform("min") == both["window_start"]
+    unscraped = ~both["window_start"].isin(a["window_start"].unique())
     differ = ~same.fillna(False)
     return {"cells": len(both), "same": int((~differ).sum()), "differ": int(differ.sum()),
             "differ_in_first_window": int((differ & first).sum()),
+            "differ_in_unscraped_window": int((differ & ~first & unscraped).sum()),
+            "unexplained": int((differ & ~first & ~unscraped).sum()),
             "only_in_file": int(both["pushdown"].isna().sum()), "only_in_pushdown": int(both["file"].isna().sum())}
 
 

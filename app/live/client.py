@@ -175,9 +175,32 @@ class Client:
         return self._call("a query", self._pc.custom_query, expr, params={"time": f"{at:.3f}"})
 
     def query_range(self, expr: str, start: float, end: float, step_s: int) -> list[dict[str, Any]]:
-        """``expr`` evaluated at start, start + step, ..., end (Unix seconds, whole)."""
-        return self._call("a range query", self._pc.custom_query_range, expr, datetime.fromtimestamp(start, UTC),
-                          datetime.fromtimestamp(end, UTC), f"{int(step_s)}s")
+        """``expr`` evaluated at start, start + step, ..., end (Unix seconds, whole). The store is asked
+        for one more step, dropped here, so that its search does not end on ``end`` (see :func:`through`;
+        a second would not do: VictoriaMetrics rounds a range's end to its step, keeping the points' count)."""
+        result = self._call("a range query", self._pc.custom_query_range, expr, datetime.fromtimestamp(start, UTC),
+                            datetime.fromtimestamp(end + step_s, UTC), f"{int(step_s)}s")
+        return through(result, end)
+
+
+# VictoriaMetrics before v1.132 leaves out of a search whose end falls exactly on 00:00 UTC the samples
+# stamped at that instant of any series it registered twice (under two IDs, as a concurrent import of
+# the same series' days does): VictoriaMetrics#9804, fixed by its commit 34a542c. Debian ships 1.79.
+# So no query here ends on the instant it reads up to: it ends later and what lies past is dropped.
+PAST_END_S = 1  # how much later a raw read's instant query is evaluated
+
+
+def through(result: list[dict[str, Any]], end: float) -> list[dict[str, Any]]:
+    """``result`` (a matrix answer) without the points after ``end``; series left empty go."""
+    out = []
+    for series in result:
+        values = series.get("values") or []
+        n = len(values)
+        while n and float(values[n - 1][0]) > end:  # points come in time order: only the tail is past
+            n -= 1
+        if n:
+            out.append(series if n == len(values) else {**series, "values": values[:n]})
+    return out
 
 
 def known_families() -> list[str]:
@@ -251,7 +274,9 @@ def raw_answers(client: Client, start: datetime, end: datetime, names: Sequence[
     for i in range(n_chunks):
         hi = min(t1, t0 + (i + 1) * chunk_s)
         width = int(math.ceil(hi - (t0 + i * chunk_s)))
-        yield i, n_chunks, hi, client.query(f"{selector}[{width}s]", hi)
+        # asked PAST_END_S past the chunk's end, over as much more, and cut back to (start, hi]
+        answer = client.query(f"{selector}[{width + PAST_END_S}s]", hi + PAST_END_S)
+        yield i, n_chunks, hi, through(answer, hi)
 
 
 def raw_chunks(client: Client, start: datetime, end: datetime, names: Sequence[str], match: str | None = None,

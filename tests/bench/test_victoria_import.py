@@ -11,9 +11,11 @@ import urllib.request
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from app.bench import victoria
+from app.bench.worker import _compare_cubes
 from tests.support.servers import IN_CI
 
 pytestmark = pytest.mark.prometheus
@@ -101,3 +103,23 @@ def test_an_import_without_a_recorded_shift_does_not_count(tmp_path: Path) -> No
     assert victoria.imported(data, export)["shift_days"] == 0
     victoria.clear(data)
     assert not data.exists()
+
+
+def test_the_cubes_comparison_sorts_each_difference_by_its_cause() -> None:
+    """Two series' 5-minute cells by hand: the file has no sample in the 00:10 window (a scrape gap),
+    the pushdown answers it with zeros; its first window counts from zero; one cell differs for no
+    known reason; the `_sum` agrees to 1e-9, not exactly."""
+    t = pd.to_datetime(["2026-11-17T00:00Z", "2026-11-17T00:05Z", "2026-11-17T00:10Z", "2026-11-17T00:15Z"])
+
+    def cube(rows: list[tuple[int, str, float]]) -> pd.DataFrame:
+        return pd.DataFrame({"window_start": [t[i] for i, _, _ in rows], "path": "p", "signal": "ttft",
+                             "le": [None if stat == "sum" else 0.5 for _, stat, _ in rows],
+                             "stat": [stat for _, stat, _ in rows], "value": [v for _, _, v in rows]})
+
+    file = cube([(0, "increase", 0.0), (1, "increase", 7.0), (3, "increase", 9.0),
+                 (0, "sum", 0.0), (1, "sum", 1.25), (3, "sum", 2.5)])
+    pushdown = cube([(0, "increase", 40.0), (1, "increase", 7.0), (2, "increase", 0.0), (3, "increase", 8.0),
+                     (0, "sum", 3.0), (1, "sum", 1.25 * (1 + 1e-12)), (2, "sum", 0.0), (3, "sum", 2.5)])
+    got = _compare_cubes(file, pushdown)
+    assert got == {"cells": 8, "same": 3, "differ": 5, "differ_in_first_window": 2, "differ_in_unscraped_window": 2,
+                   "unexplained": 1, "only_in_file": 0, "only_in_pushdown": 2}

@@ -76,9 +76,10 @@ def prometheus(tmp: Path, openmetrics: Path) -> Iterator[str]:
 
 
 @contextmanager
-def victoria_metrics(tmp: Path, frame: pd.DataFrame) -> Iterator[str]:
-    """A VictoriaMetrics (Debian's ``victoria-metrics``) on 127.0.0.1 holding ``frame``, imported through
-    its ``/api/v1/import`` and flushed; its URL. Skips without the binary, fails so under ``CI=true``."""
+def victoria_metrics(tmp: Path, frame: pd.DataFrame | None = None, jsonl: bytes | None = None) -> Iterator[str]:
+    """A VictoriaMetrics (Debian's ``victoria-metrics``) on 127.0.0.1 holding ``frame`` (or the JSON lines
+    ``jsonl`` as they are), imported through its ``/api/v1/import`` and flushed; its URL. Skips without
+    the binary, fails so under ``CI=true``."""
     if shutil.which("victoria-metrics") is None:
         reason = "victoria-metrics not installed (apt-get install victoria-metrics)"
         if IN_CI:
@@ -89,7 +90,7 @@ def victoria_metrics(tmp: Path, frame: pd.DataFrame) -> Iterator[str]:
     with running(["victoria-metrics", f"-storageDataPath={tmp / 'data'}", "-retentionPeriod=100y",
                   f"-httpListenAddr=127.0.0.1:{port}", "-search.latencyOffset=0s"], tmp / "vm.log", url + "/health",
                  timeout_s=30):
-        body = ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
+        body = jsonl if frame is None else ef.write_vm_jsonl(frame, tmp / "fleet.jsonl").read_bytes()
         with urllib.request.urlopen(urllib.request.Request(url + "/api/v1/import", data=body, method="POST"),
                                     timeout=60) as resp:
             assert resp.status == 204
