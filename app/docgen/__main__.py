@@ -16,7 +16,7 @@ from app.docgen import accuracy, bench, cli_reference, real_engine
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.docgen", description=__doc__.splitlines()[0])
     p.add_argument("page", choices=["cli", "bench", "accuracy", "accuracy-real-engine", "accuracy-prefix-cache"])
-    p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy); for bench and accuracy, "
+    p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy); for bench, accuracy and accuracy-prefix-cache, "
                    "several comma-separated: the first run's page, then each other run's rows with its provenance")
     p.add_argument("--out", help="the page to write (default: stdout)")
     args = p.parse_args(argv)
@@ -29,15 +29,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             first, *others = [json.loads(Path(f).read_text()) for f in args.source.split(",")]
             command = f"python -m app.docgen {args.page} --from {args.source}{out}"
-            if others and args.page not in ("bench", "accuracy"):
-                raise ValueError("only the bench and accuracy pages take several runs")
-            render = {"accuracy-real-engine": real_engine.page, "accuracy-prefix-cache": real_engine.prefix_page}
+            if others and args.page not in ("bench", "accuracy", "accuracy-prefix-cache"):
+                raise ValueError("only the bench, accuracy and accuracy-prefix-cache pages take several runs")
             if args.page == "bench":
                 text = bench.page(first, command, others)
             elif args.page == "accuracy":
                 text = accuracy.page(first, command, others)
+            elif args.page == "accuracy-prefix-cache":
+                text = real_engine.prefix_page(first, command, others)
             else:
-                text = render[args.page](first, command)
+                text = real_engine.page(first, command)
     except (OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"python -m app.docgen {args.page}: {exc}\n")
         return 1

@@ -48,31 +48,65 @@ RUNS = [Column("run", key="name"), Column("replicas", align="right"),
             f"{100 * b:.0f} %" for b in (r.get("machine_load") or {}).get("cpu_busy_mean", [])) or None),
         Column("the engine's step law (ms)", value=lambda r: (
             f"{r['step_truth']['base_ms']:.2f} + {r['step_truth']['per_seq_ms']:.3f} B + "
-            f"{r['step_truth']['per_prefill_token_ms']:.4f} P" if r.get("step_truth") else None))]
+            f"{r['step_truth']['per_prefill_token_ms']:.4f} P" if r.get("step_truth") else None)),
+        Column("engine speed (step time / the observed run's law)", value=lambda r: _speed(
+            r.get("engine_speed"), r.get("truth_disturbed")), align="right")]
+
+
+def _checked(columns: list[Column], runs: Sequence[Mapping[str, Any]]) -> list[Column]:
+    """The runs' columns, the engine-speed one only where the document has the check (a document made
+    before the check was made has no step logs left to make it on)."""
+    return columns if any("engine_speed" in r for r in runs) else columns[:-1]
+
+
+def _speed(ratio: float | None, disturbed: bool | None) -> str | None:
+    """A run's step time over what the observed run's step law gives for its steps; a disturbed one said."""
+    if ratio is None:
+        return None
+    return f"x{ratio:.2f}" + (" (disturbed: not a truth)" if disturbed else "")
 
 
 def _missed(rows: Sequence[Mapping[str, Any]], where: Callable[[Mapping[str, Any]], str],
             beyond: Callable[[Mapping[str, Any]], str]) -> list[str]:
     """The section of the rows that miss the goal: ``where`` names a row, ``beyond`` adds to an unflagged
     row's reason what else its miss goes beyond."""
-    missed = [r for r in rows if not r["meets_goal"]]
+    missed = [r for r in rows if not r["meets_goal"] and not r.get("truth_disturbed")]
+    apart = [r for r in rows if not r["meets_goal"] and r.get("truth_disturbed")]
     out = ["## Where the goal is not met", ""]
     if not missed:
-        out.append("Every row meets it.")
-    for r in missed:
-        why = ("its interval does not hold the measured share" if r["flagged"] else
-               f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance{beyond(r)}")
-        out.append(f"- {where(r)}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, measured "
-                   f"{pct(r['measured'])}: {why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "") + ".")
+        out.append("Every row meets it" + (" but those against a disturbed run, below." if apart else "."))
+    out += [_missed_line(r, where, beyond) for r in missed]
+    if apart:
+        out += ["", "Against a truth run whose engine did not step at the observed run's speed (it measured the "
+                "machine, not the scenario: not counted in the result; the run is to be repeated on a quiet "
+                "machine):", ""]
+        out += [_missed_line(r, where, beyond) for r in apart]
     return out
 
 
+def _missed_line(r: Mapping[str, Any], where: Callable[[Mapping[str, Any]], str],
+                 beyond: Callable[[Mapping[str, Any]], str]) -> str:
+    why = ("its interval does not hold the measured share" if r["flagged"] else
+           f"off by {abs(r['predicted'] - r['measured']) * 100:.2f} pp, beyond the tolerance{beyond(r)}")
+    return (f"- {where(r)}, {r['metric'].upper()}: predicted {pct(r['predicted'])}, measured {pct(r['measured'])}: "
+            f"{why}" + (f" (flags: {'; '.join(r['flags'])})" if r["flags"] else "") + ".")
+
+
 def goal_line(rows: Sequence[Mapping[str, Any]]) -> str:
-    flagged = [r for r in rows if r["flagged"]]
-    plain = [r for r in rows if not r["flagged"]]
-    return (f"{sum(r['meets_goal'] for r in rows)} of {len(rows)} rows meet the goal: "
+    """How many rows meet the goal; rows against a disturbed truth run (``truth_disturbed``: its engine
+    stepped more than ``app.bench.realengine.compare.SPEED_TOL`` off the observed run's) are set apart,
+    not counted."""
+    kept = [r for r in rows if not r.get("truth_disturbed")]
+    flagged = [r for r in kept if r["flagged"]]
+    plain = [r for r in kept if not r["flagged"]]
+    line = (f"{sum(r['meets_goal'] for r in kept)} of {len(kept)} rows meet the goal: "
             f"{sum(r['meets_goal'] for r in plain)} of {len(plain)} unflagged within tolerance, "
             f"{sum(r['interval_holds'] for r in flagged)} of {len(flagged)} flagged intervals hold the measured share")
+    apart = len(rows) - len(kept)
+    if apart:
+        line += (f"; {apart} more against a run whose engine stepped off the observed run's speed by more than "
+                 "the harness's tolerance (a disturbed truth: not counted)")
+    return line
 
 
 def _residual_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -131,7 +165,7 @@ def page(doc: Mapping[str, Any], command: str = COMMAND) -> str:
     out += _missed(rows, lambda r: f"{r['export']}, {r['threshold']}, N'={r['replicas']} x{r['traffic']:g} "
                                f"x{r['context']:g}",
                    lambda r: f" and the {100 * max(r['noise'], 0):.2f} pp of the truth's spread")
-    out += ["", "## The runs", "", table(doc["runs"], RUNS), "",
+    out += ["", "## The runs", "", table(doc["runs"], _checked(RUNS, doc["runs"])), "",
             "One replica leaves the other core to the driver and Prometheus; two take both cores, so the driver "
             "and Prometheus share them with the engines. The machine is shared: a run waits for a quiet machine "
             "before it starts, and the cores' busy shares say how quiet it stayed.", ""]
@@ -178,7 +212,9 @@ CASES = [Column("case"), Column("run"), Column("replicas", align="right"),
          Column("the twin's (each promise's fit)", value=lambda r: ", ".join(
              _share(x) for x in (r.get("predicted_cached_share") or {}).values()) or None, align="right"),
          Column("each core busy (mean)", value=lambda r: ", ".join(
-             f"{100 * b:.0f} %" for b in (r.get("machine_load") or {}).get("cpu_busy_mean", [])) or None)]
+             f"{100 * b:.0f} %" for b in (r.get("machine_load") or {}).get("cpu_busy_mean", [])) or None),
+         Column("engine speed (step time / the observed run's law)", value=lambda r: _speed(r.get("engine_speed"),
+                r.get("truth_disturbed")), align="right")]
 
 WORTH = [Column("promise", key="threshold"), Column("metric", fmt=str.upper),
          Column("predicted", value=lambda r: f"{pct(r['a_pred'])} → {pct(r['b_pred'])}"),
@@ -217,8 +253,11 @@ def _point_within(r: Mapping[str, Any], goal: Mapping[str, float]) -> bool:
                                                         r.get("noise") or 0.0)
 
 
-def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
-    """The prefix-cache family of the real-engine harness (``python -m app.bench.realengine prefix``)."""
+def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND,
+                also: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The prefix-cache family of the real-engine harness (``python -m app.bench.realengine prefix``);
+    ``also``: the same family run again elsewhere (another machine, another commit), each its own
+    section with its provenance: result, every row, where the goal is not met, the runs."""
     rows, goal, trace = doc["rows"], doc["goal"], doc["trace"]
     conv = trace.get("conversations") or {}
     fit0 = doc["fits"][0]
@@ -264,8 +303,27 @@ def prefix_page(doc: Mapping[str, Any], command: str = PREFIX_COMMAND) -> str:
         out += ["", "Met only by an interval wider than 50 pp, the point off by more than the tolerance:", ""]
         out += [f"- {r['case']}, {r['threshold']}, {r['metric'].upper()}: predicted {pct(r['predicted'])} "
                 f"[{100 * r['low']:.1f}, {100 * r['high']:.1f}], measured {pct(r['measured'])}." for r in loose]
-    out += ["", "## The runs", "", table(doc["cases"], CASES), ""]
+    out += ["", "## The runs", "", table(doc["cases"], _checked(CASES, doc["cases"])), ""]
+    for other in also:
+        out += _also_section(other)
     return "\n".join(out)
+
+
+def _also_section(doc: Mapping[str, Any]) -> list[str]:
+    """The family run again: a truth of its own, read against the same goal (each machine's engine is a
+    different engine: the twin is fitted anew on that run's observed export)."""
+    prov = doc.get("provenance") or {}
+    machine = (prov.get("machine") or {}).get("cpu") or "an unknown CPU"
+    rows = doc["rows"]
+    out = [f"## Also run: {machine}, commit `{(prov.get('commit') or 'unknown')[:10]}`", "",
+           provenance_block(doc.get("provenance")), "",
+           f"Fitted on that run's observed export (`{doc['observed_run']}`), its cached share read "
+           f"{_share(doc['fits'][0].get('cached_share_read'))}.", "",
+           f"**Result**: {goal_line(rows)}.", "", table(rows, [Column("promise", key="threshold"), *CASE_ROWS]), ""]
+    out += ["#" + line if line.startswith("## ") else line
+            for line in _missed(rows, lambda r: f"{r['case']}, {r['threshold']}", lambda _r: "")]
+    out += ["", "### Its runs", "", table(doc["cases"], _checked(CASES, doc["cases"])), ""]
+    return out
 
 
 ROUTING = [Column("promise", key="threshold"), Column("routing"),

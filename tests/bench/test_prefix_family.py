@@ -174,3 +174,56 @@ def test_the_follow_up_share_moves_per_minute_to_the_computed_tokens(analysis: A
     assert summary == {"blocks": len(split.followup_by_block), "block_s": 60.0, "low": split.followup_by_block.min(),
                        "high": split.followup_by_block.max()}
     json.dumps(split.as_json())
+
+
+def _step_log(run: Path, scale: float) -> None:
+    """A per-step log as the harness writes it: 40 steps of 1-8 decoding requests, every fourth with a
+    prefill chunk of 64-512 tokens, each taking ``scale`` x 8 ms + 1.6 ms per decoding request + 0.15 ms
+    per prefill token."""
+    run.mkdir(parents=True, exist_ok=True)
+    lines = ["time,engine,iteration,prefill_requests,prefill_tokens,decode_requests,decode_tokens,elapsed_ms,kv_pct"]
+    for i in range(40):
+        decode, prefill = 1 + i % 8, (64 * (1 + i % 8) if i % 4 == 0 else 0)
+        ms = scale * (8.0 + 1.6 * decode + 0.15 * prefill)
+        lines.append(f"2026-12-05T18:00:{i:02d},0,{i},{int(prefill > 0)},{prefill},{decode},{decode},{ms:.4f},5.0")
+    (run / "steps-0.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_a_truth_run_whose_engine_stepped_slower_is_set_apart(tmp_path: Path) -> None:
+    """The observed run's step law, least squares on its log, is 8 ms + 1.6 ms per decoding request +
+    0.15 ms per prefill token; a run whose every step took 1.5 times as long has speed 1.5 and is a
+    disturbed truth (beyond the 10 % tolerance), one at 1.05 is not. On a real engine here the two
+    replicas of a load-based run stepped 1.4-2 times slower than the observed run and the sticky run just
+    after it (their own fitted base 18.1 and 12.9 ms against 8.1 ms): another job's, not the scenario's."""
+    observed, slow, near = tmp_path / "observed", tmp_path / "slow", tmp_path / "near"
+    for run, scale in ((observed, 1.0), (slow, 1.5), (near, 1.05)):
+        _step_log(run, scale)
+    law = compare.step_truth(observed)
+    assert (law["base_ms"], law["per_seq_ms"], law["per_prefill_token_ms"]) == pytest.approx((8.0, 1.6, 0.15))
+    assert compare.engine_speed(observed, law) == pytest.approx(1.0)
+    assert compare.engine_speed(slow, law) == pytest.approx(1.5)
+    assert compare.engine_speed(near, law) == pytest.approx(1.05)
+    assert compare.disturbed(1.5) and compare.disturbed(0.85) and not compare.disturbed(1.05)
+    assert not compare.disturbed(None) and compare.engine_speed(tmp_path / "no-log", law) is None
+
+
+def test_the_page_counts_the_goal_without_disturbed_truths() -> None:
+    """Four rows: met and missed against a quiet run, missed and met against a disturbed one. The result
+    counts the quiet run's two (1 of 2), says the disturbed run's two apart, and the misses section lists
+    the disturbed run's miss under its own heading."""
+    base = {"threshold": "TTFT 1 s / TPOT 50 ms", "metric": "tpot", "flagged": False, "flags": [],
+            "interval_holds": True, "low": 0.0, "high": 1.0}
+    rows = [{**base, "case": "quiet", "predicted": 0.10, "measured": 0.11, "meets_goal": True},
+            {**base, "case": "quiet", "predicted": 0.10, "measured": 0.30, "meets_goal": False},
+            {**base, "case": "loud", "predicted": 0.04, "measured": 0.49, "meets_goal": False, "truth_disturbed": True},
+            {**base, "case": "loud", "predicted": 0.20, "measured": 0.21, "meets_goal": True, "truth_disturbed": True}]
+    line = real_engine.goal_line(rows)
+    assert line.startswith("1 of 2 rows meet the goal: 1 of 2 unflagged within tolerance, 0 of 0 flagged")
+    assert line.endswith("; 2 more against a run whose engine stepped off the observed run's speed by more than "
+                         "the harness's tolerance (a disturbed truth: not counted)")
+    section = "\n".join(real_engine._missed(rows, lambda r: r["case"], lambda _r: ""))
+    quiet, loud = section.index("- quiet, TPOT: predicted 10.00 %, measured 30.00 %"), section.index(
+        "- loud, TPOT: predicted 4.00 %, measured 49.00 %")
+    assert quiet < section.index("Against a truth run whose engine did not step") < loud
+    assert "- loud, TPOT: predicted 20.00 %" not in section
+    assert real_engine._speed(1.5, True) == "x1.50 (disturbed: not a truth)" and real_engine._speed(None, None) is None

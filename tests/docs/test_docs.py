@@ -309,7 +309,8 @@ def test_the_generator_writes_the_page_it_is_asked_for(tmp_path: Path) -> None:
     both = f"{DOCS / 'data' / 'accuracy.json'},{DOCS / 'data' / 'accuracy-prefix.json'}"
     assert main(["accuracy", "--from", both, "--out", str(out)]) == 0
     assert "## The routing row" in out.read_text()
-    assert main(["accuracy-prefix-cache", "--from", both, "--out", str(out)]) == 1  # one document only
+    two = f"{DOCS / 'data' / 'real-engine.json'},{DOCS / 'data' / 'real-engine.json'}"
+    assert main(["accuracy-real-engine", "--from", two, "--out", str(out)]) == 1  # one document only
 
 
 # -- the README --------------------------------------------------------------------------------------------
@@ -320,3 +321,25 @@ def test_the_readme_is_a_front_door() -> None:
     assert re.search(r"^!\[.*\]\(docs/img/dashboard/[\w.-]+\.png\)", text, re.M), "one screenshot"
     for command in ("headroom report", "headroom scenarios", "headroom tail"):
         assert command in text
+
+
+def test_the_prefix_page_shows_the_family_run_again_elsewhere() -> None:
+    """A second run of the family (here the committed document, its provenance and one case changed: the
+    sticky run's engine 1.6 times slower) is its own section: where and when, its result with the
+    disturbed run's rows set apart, and its runs with each engine's speed."""
+    doc = json.loads((DOCS / "data" / "real-engine-prefix.json").read_text())
+    other = json.loads(json.dumps(doc))
+    other["provenance"] = {**doc["provenance"], "commit": "0123456789abcdef", "machine": {
+        **doc["provenance"]["machine"], "cpu": "Intel(R) Xeon(R) Processor"}}
+    for case in other["cases"]:
+        case["engine_speed"], case["truth_disturbed"] = (1.6, True) if case["run"] == "p-n2-x2.0-sticky" else (1.0, False)
+    for r in other["rows"]:
+        r["truth_disturbed"] = r["run"] == "p-n2-x2.0-sticky"
+    text = real_engine.prefix_page(doc, also=[other])
+    assert text.startswith(real_engine.prefix_page(doc))
+    section = text[text.index("## Also run: Intel(R) Xeon(R) Processor, commit `0123456789`"):]
+    kept = [r for r in other["rows"] if r["run"] != "p-n2-x2.0-sticky"]
+    assert (f"**Result**: {sum(r['meets_goal'] for r in kept)} of {len(kept)} rows meet the goal" in section
+            and "; 9 more against a run whose engine stepped off" in section)
+    assert "### Where the goal is not met" in section and "| x1.60 (disturbed: not a truth) |" in section
+    assert "| x1.00 |" in section and "engine speed" not in text[:text.index("## Also run")]

@@ -154,6 +154,29 @@ def step_truth(run_dir: Path) -> dict[str, float]:
             "steps": int(len(d)), "max_prefill_tokens": int(d["prefill_tokens"].max())}
 
 
+# a truth run whose engine stepped more than this much slower or faster than the observed run's, on the
+# same kind of steps, measured the machine (another job, the host's neighbours), not the scenario
+SPEED_TOL = 0.10
+
+
+def engine_speed(run_dir: Path, law: dict[str, float]) -> float | None:
+    """How long the run's engine took for its steps against what ``law`` (another run's
+    :func:`step_truth`) gives for the same steps: the sum of the elapsed times over the sum of the law's
+    (1: the same engine speed; 1.5: every step half as long again). None without a step log or a law."""
+    frames = [pd.read_csv(f) for f in sorted(run_dir.glob("steps-*.csv")) if f.stat().st_size]
+    if not frames or not law:
+        return None
+    d = pd.concat(frames)
+    expected = (law["base_ms"] + law["per_seq_ms"] * d["decode_requests"].to_numpy(float)
+                + law["per_prefill_token_ms"] * d["prefill_tokens"].to_numpy(float)).sum()
+    return float(d["elapsed_ms"].sum() / expected) if expected > 0 else None
+
+
+def disturbed(speed: float | None) -> bool:
+    """A run's engine speed (:func:`engine_speed`) too far from the observed run's to be its truth."""
+    return speed is not None and abs(speed - 1.0) > SPEED_TOL
+
+
 def cached_share(run_dir: Path) -> float | None:
     """The share of prompt tokens the engines' prefix caches served over a run, from each replica's
     own counters scraped at its end (``vllm:prompt_tokens_cached_total`` over ``prompt_tokens_total``,

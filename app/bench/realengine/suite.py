@@ -130,6 +130,8 @@ def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.T
     scenarios = sorted(by)
     out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "runs": [],
                            "given": GIVEN, "goal": {"relative": cp.REL_GOAL, "absolute": cp.ABS_GOAL}}
+    law = cp.step_truth(observed)
+    speed = {d.name: cp.engine_speed(d, law) for dirs in by.values() for d in dirs}
     for s, dirs in by.items():
         for d in dirs:
             meta = cp.run_meta(d)
@@ -137,7 +139,8 @@ def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.T
                                 "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
                                 "sent_late": meta["driver"]["sent_late"], "finished": meta["finished"],
                                 "cores": meta["cores"], "machine_load": meta.get("machine_load", {}),
-                                "step_truth": cp.step_truth(d)})
+                                "step_truth": cp.step_truth(d), "engine_speed": speed[d.name],
+                                "truth_disturbed": cp.disturbed(speed[d.name])})
     for export in exports:
         for th in (thresholds if export == exports[0] else thresholds[:1]):
             say(f"fitting on {observed.name}'s {export} export, {th.label}")
@@ -148,6 +151,8 @@ def evaluate(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.T
             rows = cp.rows(analysis, [p for s in scenarios for p in preds[s]], truths, th, noise)
             for r in rows:
                 r["export"] = export
+                r["truth_disturbed"] = any(cp.disturbed(speed[d.name]) for d in by[(r["replicas"], r["traffic"],
+                                                                                     r["context"])])
             out["rows"] += rows
             out["fits"].append({"export": export, "threshold": th.label, "model": cp.model_of(analysis),
                                 "residual": cp.residual_of(analysis), "fleet_residual": analysis.fleet_residual,
@@ -211,9 +216,11 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
     out: dict[str, Any] = {"observed_run": observed.name, "rows": [], "fits": [], "cases": [], "given": given,
                            "goal": {"relative": cp.REL_GOAL, "absolute": cp.ABS_GOAL},
                            "trace": cp.run_meta(observed)["spec"]["trace"], "trace_split": trace_split(observed)}
+    law = cp.step_truth(observed)
     for label, name, routing_name, _ in PREFIX_CASES:
         if name in runs:
             d, meta = runs[name], cp.run_meta(runs[name])
+            speed = cp.engine_speed(d, law)
             s = cp.scenario_of(d)
             out["cases"].append({"case": label, "run": name, "routing": routing_name, "replicas": s[0],
                                  "traffic": s[1], "context": s[2],
@@ -222,7 +229,8 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
                                  "requests": meta["driver"]["requests"], "errors": meta["driver"]["errors"],
                                  "sent_late": meta["driver"]["sent_late"],
                                  "measured_cached_share": cp.cached_share(d),
-                                 "machine_load": meta.get("machine_load", {}), "step_truth": cp.step_truth(d)})
+                                 "machine_load": meta.get("machine_load", {}), "step_truth": cp.step_truth(d),
+                                 "engine_speed": speed, "truth_disturbed": cp.disturbed(speed)})
     for th in thresholds:
         say(f"fitting on {observed.name}'s query_range export, {th.label}")
         analysis = cp.fit(observed, th, "chat", given, export="query_range", seeds=2)
@@ -238,7 +246,7 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
             case.setdefault("predicted_cached_share", {})[th.label] = preds[0].cached_share
             truth = cp.truth_of([runs[name]], th)
             for r in cp.rows(analysis, preds, {s: truth}, th, {}):
-                r["case"], r["run"] = label, name
+                r["case"], r["run"], r["truth_disturbed"] = label, name, case["truth_disturbed"]
                 if routing_name is not None:
                     r["routing"], r["router"] = routing_name, scenario_twin.model.router
                 out["rows"].append(r)
