@@ -193,8 +193,8 @@ def _speeds(doc: dict) -> list[str]:
             "(the driver and Prometheus share the replicas' cores), a machine the fit never saw.", ""]
 
 
-PREFIX_COMMAND = ("python -m app.docgen accuracy-prefix-cache --from docs/data/real-engine-prefix.json "
-                  "--out docs/accuracy-prefix-cache.md")
+PREFIX_COMMAND = ("python -m app.docgen accuracy-prefix-cache --from docs/data/real-engine-prefix.json,"
+                  "docs/data/real-engine-prefix-xeon.json --out docs/accuracy-prefix-cache.md")
 
 CASE_ROWS = [Column("case"), Column("N'", key="replicas", align="right"),
              Column("traffic", fmt=lambda x: f"x{x:g}", align="right"), Column("metric", fmt=str.upper),

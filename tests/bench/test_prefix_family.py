@@ -71,6 +71,8 @@ def test_the_command_evaluates_runs_in_place_without_an_engine(tmp_path: Path, c
     assert "p-n1-x1.0-off: already run" in err and "error: no run p-n1-x1.0" in err
     assert suite.prefix_command({"think_s": 8.0}) == ("python -m app.bench.realengine prefix --workdir DIR "
                                                       "--think-time 8 --out docs/data/real-engine-prefix.json")
+    assert suite.prefix_command(None, "docs/data/real-engine-prefix-xeon.json") == (
+        "python -m app.bench.realengine prefix --workdir DIR --out docs/data/real-engine-prefix-xeon.json")
 
 
 def test_the_family_is_fitted_on_its_observed_run_and_rendered(tmp_path: Path) -> None:

@@ -203,7 +203,8 @@ def test_the_cli_reference_is_the_parsers() -> None:
         doc, also=[json.loads((DOCS / "data" / "accuracy-prefix.json").read_text())])),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
     ("accuracy-real-engine.md", "real-engine.json", real_engine.page),
-    ("accuracy-prefix-cache.md", "real-engine-prefix.json", real_engine.prefix_page),
+    ("accuracy-prefix-cache.md", "real-engine-prefix.json", lambda doc: real_engine.prefix_page(
+        doc, also=[json.loads((DOCS / "data" / "real-engine-prefix-xeon.json").read_text())])),
 ])
 def test_a_results_page_is_its_json_rendered(page: str, source: str, render: object) -> None:
     doc = json.loads((DOCS / "data" / source).read_text())

@@ -54,7 +54,8 @@ def _evaluate(workdir: Path, out: Path | None, prefix: dict[str, Any] | None = N
     """Fit and compare; ``prefix``: the prefix family's, with its assumptions (``think_s``,
     ``conversation_share``)."""
     runs = sorted((workdir / "runs").iterdir())
-    result = (suite.evaluate_prefix(runs, say=_say, assumptions=prefix) if prefix is not None
+    result = (suite.evaluate_prefix(runs, say=_say, assumptions=prefix, out_path=str(out) if out else None)
+              if prefix is not None
               else suite.evaluate(runs, say=_say))
     text = json.dumps(result, indent=1, default=float)
     if out:

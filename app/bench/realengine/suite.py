@@ -187,16 +187,18 @@ def trace_split(run_dir: Path, block: int = 128) -> dict[str, float]:
             "conversation_share": max(0.0, 1.0 - shared / (cached * total))}
 
 
-def prefix_command(assumptions: dict[str, Any] | None = None) -> str:
-    """The command that wrote the prefix family's JSON, with the assumptions it passed."""
+def prefix_command(assumptions: dict[str, Any] | None = None, out: str | None = None) -> str:
+    """The command that wrote the prefix family's JSON, with the assumptions it passed and where it wrote
+    (``out``; None: the docs' file)."""
     flags = {"think_s": "--think-time", "conversation_share": "--conversation-share"}
     extra = "".join(f" {flags[k]} {v:g}" for k, v in (assumptions or {}).items())
-    return PREFIX_COMMAND.replace(" --out", extra + " --out")
+    command = PREFIX_COMMAND.replace(" --out", extra + " --out")
+    return command if out is None else command.replace("docs/data/real-engine-prefix.json", out)
 
 
 def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold] = cp.THRESHOLDS, seeds: int = 3,
-                    say: Callable[[str], None] = lambda _m: None, assumptions: dict[str, Any] | None = None
-                    ) -> dict[str, Any]:
+                    say: Callable[[str], None] = lambda _m: None, assumptions: dict[str, Any] | None = None,
+                    out_path: str | None = None) -> dict[str, Any]:
     """The prefix-cache family: fit on the observed run (cache on, one replica) and predict each case
     (:data:`PREFIX_CASES`) whose run exists, once, against what the engines measured, with the cached
     share the export showed and the share each run's engines served. The routing cases' rows carry
@@ -257,5 +259,5 @@ def evaluate_prefix(run_dirs: Sequence[Path], thresholds: Sequence[cp.Threshold]
                             "observed_truth": truth_observed,
                             "calibration": {k: v for k, v in analysis.calibration.items() if k != "rounds"}})
     out["evaluate_s"] = time.perf_counter() - t0
-    out["provenance"] = provenance.record(prefix_command(assumptions))
+    out["provenance"] = provenance.record(prefix_command(assumptions, out_path))
     return out
