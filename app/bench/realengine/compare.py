@@ -141,13 +141,18 @@ def model_of(analysis: sc.Analysis) -> dict[str, Any]:
             "analysis_flags": [f.message for f in analysis.flags]}
 
 
+def _steps(run_dir: Path) -> pd.DataFrame | None:
+    """Every replica's per-step log of a run, one frame (None: the run kept none)."""
+    frames = [pd.read_csv(f) for f in sorted(run_dir.glob("steps-*.csv")) if f.stat().st_size]
+    return pd.concat(frames) if frames else None
+
+
 def step_truth(run_dir: Path) -> dict[str, float]:
     """The engine's own step law, least squares on its per-step log: ms = a + b x decoding requests +
     c x prefill tokens (steps of the run only)."""
-    frames = [pd.read_csv(f) for f in sorted(run_dir.glob("steps-*.csv")) if f.stat().st_size]
-    if not frames:
+    d = _steps(run_dir)
+    if d is None:
         return {}
-    d = pd.concat(frames)
     x = np.column_stack([np.ones(len(d)), d["decode_requests"], d["prefill_tokens"]])
     coef, *_ = np.linalg.lstsq(x, d["elapsed_ms"].to_numpy(float), rcond=None)
     return {"base_ms": float(coef[0]), "per_seq_ms": float(coef[1]), "per_prefill_token_ms": float(coef[2]),
@@ -163,10 +168,9 @@ def engine_speed(run_dir: Path, law: dict[str, float]) -> float | None:
     """How long the run's engine took for its steps against what ``law`` (another run's
     :func:`step_truth`) gives for the same steps: the sum of the elapsed times over the sum of the law's
     (1: the same engine speed; 1.5: every step half as long again). None without a step log or a law."""
-    frames = [pd.read_csv(f) for f in sorted(run_dir.glob("steps-*.csv")) if f.stat().st_size]
-    if not frames or not law:
+    d = _steps(run_dir)
+    if d is None or not law:
         return None
-    d = pd.concat(frames)
     expected = (law["base_ms"] + law["per_seq_ms"] * d["decode_requests"].to_numpy(float)
                 + law["per_prefill_token_ms"] * d["prefill_tokens"].to_numpy(float)).sum()
     return float(d["elapsed_ms"].sum() / expected) if expected > 0 else None
