@@ -401,3 +401,34 @@ def test_another_copy_of_the_code_loads_the_shipped_engine_cache_instead_of_comp
     assert Path(seen["cache_path"]).is_relative_to(copy)
     assert not seen["had_index"] and seen["installed"] == len(shipped) and seen["again"] == 0
     assert seen["run_hits"] >= 1 and seen["misses"] == 0, seen  # the event loop loaded; nothing compiled
+
+
+def test_an_engine_cache_compiled_from_other_sources_is_forgotten(tmp_path: Path) -> None:
+    """numba checks only the source file of the function it loads, and the event loops inline
+    twin_engine's functions: a cache stamped with other sources loses its indexes (numba then compiles
+    again), one stamped with these keeps them, and an unstamped directory with nothing compiled is
+    stamped."""
+    here, there = tmp_path / "a", tmp_path / "b"
+    for folder in (here, there):
+        folder.mkdir()
+        for name in ("twin_fleet._run-1.py311.nbi", "twin_fleet._run-1.py311.1.nbc", "other.f-2.py311.nbi"):
+            (folder / name).write_bytes(b"x")
+    (here / compiled.STAMP).write_text("old sources")
+    (there / compiled.STAMP).write_text("these sources")
+    locations = {"app.engine.twin_fleet:_run": (here, "twin_fleet._run-1.py311.nbi"),
+                 "app.engine.twin_fleet:_run2": (there, "twin_fleet._run-1.py311.nbi")}
+    assert compiled.forget_stale(locations, "these sources") == 1
+    assert not (here / "twin_fleet._run-1.py311.nbi").exists()
+    assert (here / "other.f-2.py311.nbi").exists()  # not one of the engine's: left alone
+    assert (here / compiled.STAMP).read_text() == "these sources"
+    assert (there / "twin_fleet._run-1.py311.nbi").exists()
+    assert compiled.forget_stale(locations, "these sources") == 0
+    fresh = tmp_path / "fresh"
+    assert compiled.forget_stale({"k": (fresh, "x.nbi")}, "these sources") == 0
+    assert (fresh / compiled.STAMP).read_text() == "these sources"
+
+
+def test_the_engine_cache_is_stamped_with_the_sources_it_was_compiled_from() -> None:
+    compiled.ready(compiled.FLEET)
+    folders = {folder for folder, _ in compiled._cache_locations().values()}
+    assert folders and all((f / compiled.STAMP).read_text() == compiled.sources_digest() for f in folders)

@@ -57,15 +57,59 @@ def ready(engine: str = FLEET) -> None:
         return
     warm = _WARM[engine]
     if fcntl is None:
+        forget_stale(_cache_locations(), sources_digest())
         warm()
+        forget_stale(_cache_locations(), sources_digest())
     else:
         with lock_path(engine).open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
+                forget_stale(_cache_locations(), sources_digest())
                 warm()
+                forget_stale(_cache_locations(), sources_digest())  # stamps what it compiled
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
     _ready.add(engine)
+
+
+STAMP = "headroom-sources.sha256"  # beside each cache directory's indexes: the sources they were compiled from
+
+
+def sources_digest() -> str:
+    """SHA-256 of the sources of every module of :data:`CACHED_MODULES`, together."""
+    h = hashlib.sha256()
+    for module in CACHED_MODULES:
+        h.update(Path(str(module.__file__)).read_bytes())
+    return h.hexdigest()
+
+
+def forget_stale(locations: dict[str, tuple[Path, str]], digest: str) -> int:
+    """Remove the cache indexes in each directory of ``locations`` (:func:`_cache_locations`) that
+    were compiled from other sources than ``digest`` names, and stamp the directory with it; numba then
+    compiles those functions again. numba checks only the source file of the function it loads, but
+    the event loops in twin_fleet and twin_policy inline twin_engine's functions: after twin_engine
+    alone changes (an upgrade, an edit), numba would load loops that still run the old engine. Returns
+    the number of indexes removed."""
+    removed = 0
+    for folder in {folder for folder, _ in locations.values()}:
+        stamp = folder / STAMP
+        try:
+            if stamp.is_file() and stamp.read_text().strip() == digest:
+                continue
+            if not stamp.is_file() and not any(stamp.parent.glob("*.nbi")):  # nothing compiled yet: stamp it
+                stamp.parent.mkdir(parents=True, exist_ok=True)
+                _write_whole(stamp, digest.encode())
+                continue
+            indexes = {index for f, index in locations.values() if f == folder}
+            for index in indexes:
+                if (folder / index).exists():
+                    (folder / index).unlink()
+                    removed += 1
+            if folder.is_dir():
+                _write_whole(stamp, digest.encode())
+        except OSError:  # a cache directory this process cannot write: numba's own checks, as before
+            continue
+    return removed
 
 
 def start_ahead() -> subprocess.Popen:
@@ -141,6 +185,8 @@ def install_cache(shipped: dict[str, dict[str, bytes]]) -> int:
             folder.mkdir(parents=True, exist_ok=True)
             for name in sorted(files, key=lambda n: n.endswith(".nbi")):  # the index last
                 _write_whole(folder / name, files[name])
+            if not (folder / STAMP).exists():  # a copy of the driver's code: compiled from these sources
+                _write_whole(folder / STAMP, sources_digest().encode())
         except OSError:  # a cache directory this process cannot write: numba compiles, as without it
             continue
         installed += 1
