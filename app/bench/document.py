@@ -156,7 +156,11 @@ def note(r: dict[str, Any]) -> str:
                    f"{d['cube_cells']:,} cells differ from the file's, {d['cube_cells_differ_in_first_window']:,} of "
                    "them in a series' first window"
                    + (f", {d['cube_cells_differ_in_unscraped_window']:,} in windows without a scrape, "
-                      f"{d['cube_cells_unexplained']:,} unexplained" if "cube_cells_unexplained" in d else ""))
+                      if "cube_cells_unexplained" in d else "")
+                   + (f"{d['cube_cells_differ_within_store_precision']:,} within VictoriaMetrics' storage precision "
+                      "(12 significant digits of the counters behind them), "
+                      if "cube_cells_differ_within_store_precision" in d else "")
+                   + (f"{d['cube_cells_unexplained']:,} unexplained" if "cube_cells_unexplained" in d else ""))
     if r["name"] == "scenario_replay":
         out.append(f"{d['replicas']} replicas x {d['simulated_hours']:.2f} h ({d['requests']:,} requests) in "
                    f"{d['replay_s']:.2f} s; the twin run alone {d['twin_run_s']:.2f} s, the Python engine "

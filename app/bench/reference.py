@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -234,3 +235,16 @@ def series_windows_by_sorting(con: duckdb.DuckDBPyConnection, dataset_ids: Seque
     frame = sql.df(con, sql.get("bench__series_windows_by_sorting", QUERIES_DIR), dataset_ids=[int(i) for i in dataset_ids],
                    window_s=int(window_s))
     return frame.sort_values(["series_id", "window_start"], ignore_index=True)
+
+
+def counter_magnitudes(ws: Any, dataset_ids: Sequence[int], path_labels: Sequence[str]) -> pd.DataFrame:
+    """Per cube cell key of increases (path, signal, le, stat), the sum over its series of the largest
+    value each took (``app/bench/queries/bench__counter_magnitudes.sql``): what a store's precision
+    is relative to. ``le`` is -1 where the cube has none (as the comparison keys it)."""
+    ids = [int(i) for i in dataset_ids]
+    with ws.transaction() as con:
+        sql.materialize(con, "signals__series", "cube_series", dataset_ids=ids, path_labels=list(path_labels))
+        frame = sql.df(con, sql.get("bench__counter_magnitudes", QUERIES_DIR), dataset_ids=ids)
+        con.execute("drop table cube_series")
+    frame["le"] = frame["le"].fillna(-1.0)
+    return frame

@@ -766,7 +766,8 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
         f"{ph['analyse']['seconds']:.1f} s, grid {ph['grid']['seconds']:.1f} s) against the file's "
         f"{file_row.seconds:.1f} s; cube cells differing {cube['differ']:,} of {cube['cells']:,} "
         f"({cube['differ_in_first_window']:,} in a series' first window, {cube['differ_in_unscraped_window']:,} in "
-        f"windows without a scrape, {cube['unexplained']:,} unexplained)")
+        f"windows without a scrape, {cube['differ_within_store_precision']:,} within VictoriaMetrics' storage "
+        f"precision, {cube['unexplained']:,} unexplained)")
     return Result(
         name="economics_month_15s_pushdown", samples=res["samples"], seconds=seconds, reference="file",
         reference_seconds=file_row.seconds, peak_rss_mb=res["peak_rss_mb"], runs=[seconds],
@@ -781,6 +782,7 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
                 "cube_cells": cube["cells"], "cube_cells_same": cube["same"], "cube_cells_differ": cube["differ"],
                 "cube_cells_differ_in_first_window": cube["differ_in_first_window"],
                 "cube_cells_differ_in_unscraped_window": cube["differ_in_unscraped_window"],
+                "cube_cells_differ_within_store_precision": cube["differ_within_store_precision"],
                 "cube_cells_unexplained": cube["unexplained"],
                 "cube_only_in_file": cube["only_in_file"], "cube_only_in_pushdown": cube["only_in_pushdown"],
                 "shares": res["shares"],
@@ -788,7 +790,8 @@ def _month_pushdown_row(size: Size, out: Path, made: dict[str, Any], file_row: R
                         "reused from --workdir) and read as headroom scenarios --prometheus URL --pushdown reads it "
                         "(per series at 1-minute windows, the scalar series raw: pull), analysed and run in the "
                         "same grid, against the file path's load + analyse + grid (economics_month_15s); the "
-                        "5-minute cubes of both compared cell by cell (to 1e-9)"})
+                        "5-minute cubes of both compared cell by cell (to 1e-9; a cell of increases also to "
+                        "VictoriaMetrics' 12 significant digits of the counters behind it)"})
 
 
 def growth_exponent(results: list[Result]) -> float | None:

@@ -5,6 +5,7 @@ and read back at the moved dates; unmoved, the future days are lost."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import urllib.parse
 import urllib.request
@@ -15,7 +16,9 @@ import pandas as pd
 import pytest
 
 from app.bench import victoria
+from app.bench.reference import counter_magnitudes
 from app.bench.worker import _compare_cubes
+from app.store import Workspace
 from tests.support.servers import IN_CI
 
 pytestmark = pytest.mark.prometheus
@@ -122,4 +125,36 @@ def test_the_cubes_comparison_sorts_each_difference_by_its_cause() -> None:
                      (0, "sum", 3.0), (1, "sum", 1.25 * (1 + 1e-12)), (2, "sum", 0.0), (3, "sum", 2.5)])
     got = _compare_cubes(file, pushdown)
     assert got == {"cells": 8, "same": 3, "differ": 5, "differ_in_first_window": 2, "differ_in_unscraped_window": 2,
-                   "unexplained": 1, "only_in_file": 0, "only_in_pushdown": 2}
+                   "differ_within_store_precision": 0, "unexplained": 1, "only_in_file": 0, "only_in_pushdown": 2}
+    # the `_sum` a month old, kept by the store to 12 significant digits: 1.25 x (1 + 5e-9) is 6.25e-9 off,
+    # within 2 x 1e-12 x 1e4 of counters that reach 1e4, not within that of counters that reach 1e3;
+    # the bucket's 1 in 8 is within no precision of its counts
+    late = pushdown.copy()
+    late.loc[(late["stat"] == "sum") & (late["window_start"] == t[1]), "value"] = 1.25 * (1 + 5e-9)
+    for reach, within in ((1e4, 1), (1e3, 0)):
+        magnitudes = pd.DataFrame({"path": ["p", "p"], "signal": ["ttft", "ttft"], "le": [None, 0.5],
+                                   "stat": ["sum", "increase"], "magnitude": [reach, 1e6]})
+        got = _compare_cubes(file, late, magnitudes)
+        assert (got["differ"], got["differ_within_store_precision"], got["unexplained"]) == (6, within, 2 - within)
+
+
+def test_counter_magnitudes_sum_each_series_largest_value_per_cube_cell() -> None:
+    """Two replicas of one path, by hand: the `_sum` cell's magnitude is the sum of each replica's
+    largest `_sum` (9.0 + 20.0), a bucket's and the count's of their largest counts, a counter's of its
+    largest value per replica (30 + 7); a gauge has none."""
+    from tests.conftest import histogram, samples
+    from tests.conftest import load as load_rows
+
+    a = {"engine": "0", "instance": "a:8000", "model_name": "chat"}
+    b = {**a, "instance": "b:8000"}
+    rows = histogram("vllm:time_to_first_token_seconds", a, ["0.5", "+Inf"], [(0, [1, 2], 3.0), (60, [4, 6], 9.0)])
+    rows += histogram("vllm:time_to_first_token_seconds", b, ["0.5", "+Inf"], [(0, [10, 12], 20.0), (60, [10, 12], 20.0)])
+    rows += samples("vllm:prompt_tokens_total", a, [(0, 5), (60, 30)])
+    rows += samples("vllm:prompt_tokens_total", b, [(0, 7), (60, 2)])  # a reset: the largest is before it
+    rows += samples("vllm:num_requests_running", a, [(0, 3), (60, 4)])
+    with Workspace(":memory:") as ws:
+        load_rows(ws, rows)
+        got = counter_magnitudes(ws, ws.dataset_ids(), ["model_name"])
+    got = {(r.signal, r.le, r.stat): r.magnitude for r in got.itertuples()}
+    assert got == {("ttft", -1.0, "sum"): 29.0, ("ttft", -1.0, "count"): 18.0, ("ttft", 0.5, "increase"): 14.0,
+                   ("ttft", math.inf, "increase"): 18.0, ("prompt_tokens_total", -1.0, "increase"): 37.0}
