@@ -65,8 +65,9 @@ class StepTime:
     ``step = base + per_decode_seq * decode_seqs + per_decode_seq_sq * decode_seqs^2
     + per_prefill_token * prefill_tokens + per_context_token * context_tokens
     + per_prefill_pair * prefill_attention_pairs``, times a lognormal noise factor. The quadratic
-    batch term is 0 here and in the twin (whose law is linear); the accuracy harness gives some of
-    its fleets one, so that the twin meets a step law it cannot represent exactly. ``context_tokens`` are the KV tokens the step reads (decode
+    batch term is 0 here; the accuracy harness gives some of its fleets one, and the twin keeps one
+    where its fit finds it, up to the batches the fit saw (``per_decode_seq_sq_until``; linear, on
+    the tangent, past them). ``context_tokens`` are the KV tokens the step reads (decode
     contexts plus prefill chunks with what precedes them); ``prefill_attention_pairs`` is
     chunk x (tokens before it + chunk / 2), the quadratic attention work that makes a 30k-token
     prompt cost ~2 s rather than ~1.5 s. Resulting figures: a decode step takes ~11 ms at batch 8,
@@ -76,6 +77,9 @@ class StepTime:
     base_s: float = 0.009  # weights read (~16 GB at ~3 TB/s) + scheduler/launch overhead
     per_decode_seq_s: float = 1.2e-4  # sampling, per-sequence compute at large batch
     per_decode_seq_sq_s: float = 0.0  # a batch that grows less efficient (per decoding sequence squared)
+    # the batch u up to which the squared term holds (0: at every batch); beyond it the term grows on
+    # its tangent at u, u x (2n - u): a law fitted on batches up to u says nothing of its curvature past
+    per_decode_seq_sq_until: float = 0.0
     per_prefill_token_s: float = 5.0e-5  # ~16 GFLOP/token at ~350 TFLOP/s effective
     per_context_token_s: float = 6.0e-8  # 128 KiB of KV per token read at ~2.2 TB/s
     per_prefill_pair_s: float = 1.3e-9  # ~0.5 MFLOP per (query, key) pair over 32 layers

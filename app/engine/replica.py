@@ -149,6 +149,7 @@ class Replica:
         self.reserve_full = engine.reserve_full_prompt
         self.wm = int(engine.admission_watermark * engine.num_gpu_blocks)  # blocks an admission leaves free
         self.a, self.b, self.b2 = step.base_s, step.per_decode_seq_s, step.per_decode_seq_sq_s
+        self.b2u = step.per_decode_seq_sq_until if step.per_decode_seq_sq_until > 0 else math.inf
         self.c, self.d, self.e = step.per_prefill_token_s, step.per_context_token_s, step.per_prefill_pair_s
         self.sigma = step.noise_sigma
         self.rng = random.Random(seed)
@@ -203,6 +204,10 @@ class Replica:
     def _grid_index(self, t: float) -> int:
         g = math.ceil((t - self.grid0) / self.grid_dt - 1e-9)
         return 0 if g < 0 else (g if g < self.n_grid else self.n_grid - 1)
+
+    def _sq(self, n: int) -> float:
+        """The batch-squared term of a step of ``n`` decoding requests (``StepTime.per_decode_seq_sq_until``)."""
+        return self.b2 * n * n if n <= self.b2u else self.b2 * self.b2u * (2 * n - self.b2u)
 
     def _noise(self) -> float:
         return self.rng.lognormvariate(0.0, self.sigma) if self.sigma > 0 else 1.0
@@ -348,7 +353,7 @@ class Replica:
         if k_kv < k:
             k = k_kv
         self.s_prefix, self.s_n = prefix, n
-        self.s_A = self.a + self.b * n + self.b2 * n * n + self.d * (n * S + self.sum_q)
+        self.s_A = self.a + self.b * n + self._sq(n) + self.d * (n * S + self.sum_q)
         self.s_delta = self.d * n
         self.s_f = self._noise()
         if self.inbox:
@@ -580,7 +585,7 @@ class Replica:
         if n_dec_sched == 0 and pf_tok == 0:
             dur = 1e-3  # an empty step (everything preempted): the engine loops and reschedules
         else:
-            dur = self._noise() * (self.a + self.b * n_dec_sched + self.b2 * n_dec_sched * n_dec_sched
+            dur = self._noise() * (self.a + self.b * n_dec_sched + self._sq(n_dec_sched)
                                    + self.c * pf_tok
                                    + self.d * (dec_ctx + pf_ctx) + self.e * pairs)
         self.st_dec, self.st_pf, self.st_dur = sched_dec, sched_pf, dur

@@ -89,7 +89,7 @@ BS, NB, MAX_SEQS, BUDGET, RESERVE_FULL, WM, MASK, CACHING, TSIZE, MARGIN = range
 # then the release buffer (closed loop): how many rows finished with FOLLOWED since the fleet loop
 # last emptied it, then room for RELEASE_ROOM of them (one step finishes at most its batch)
 REL_N, REL0 = 10, 11
-A, B, B2, C, D, E = range(6)
+A, B, B2, C, D, E, B2U = range(7)
 
 # How the event loop's functions are compiled. error_model="numpy": no zero-divisor check on integer
 # // and % (no divisor here can be 0; float arithmetic is IEEE either way, so results do not change).
@@ -145,6 +145,16 @@ def _push_back(rq, i, head, tail):
 def _push_front(rq, i, head, tail):
     _link(rq, i, -1, head)
     return i, (tail if head >= 0 else i)
+
+
+# -- step time ---------------------------------------------------------------------------------------
+@njit(**LOOP)
+def _sq(fp, n):
+    """The batch-squared term of a step of n decoding requests: on its tangent past fp[B2U]
+    (StepTime.per_decode_seq_sq_until; the reference engine's Replica._sq, the same arithmetic)."""
+    if n <= fp[B2U]:
+        return fp[B2] * n * n
+    return fp[B2] * fp[B2U] * (2 * n - fp[B2U])
 
 
 @njit(**LOOP)
@@ -639,7 +649,7 @@ def _plan_stretch(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, r):
     if k_kv < k:
         k = k_kv
     rp[r].s_n = n
-    rp[r].s_A = fp[A] + fp[B] * n + fp[B2] * n * n + fp[D] * (n * S + rp[r].sum_q)
+    rp[r].s_A = fp[A] + fp[B] * n + _sq(fp, n) + fp[D] * (n * S + rp[r].sum_q)
     rp[r].s_delta = fp[D] * n
     rp[r].s_f = 1.0
     if rp[r].n_inbox > 0:
@@ -787,7 +797,7 @@ def _schedule_step(rq, rp, ncls, kc, st_dec, st_pf, ip, fp, r):
     if n_dec_sched == 0 and pf_tok == 0:
         dur = 1e-3
     else:
-        dur = 1.0 * (fp[A] + fp[B] * n_dec_sched + fp[B2] * n_dec_sched * n_dec_sched
+        dur = 1.0 * (fp[A] + fp[B] * n_dec_sched + _sq(fp, n_dec_sched)
                      + fp[C] * pf_tok + fp[D] * (dec_ctx + pf_ctx) + fp[E] * pairs)
     rp[r].st_ndec = -1 if all_dec else n_dec_sched
     rp[r].st_npf = npf
@@ -1114,7 +1124,8 @@ def engine_arrays(config: FleetConfig, mask: int = -1, caching: bool = False, cl
     if closed:
         ip = np.concatenate([ip, np.full(release_room(config), -1, dtype=np.int64)])
     fp = np.array([st.base_s, st.per_decode_seq_s, st.per_decode_seq_sq_s, st.per_prefill_token_s,
-                   st.per_context_token_s, st.per_prefill_pair_s], dtype=np.float64)
+                   st.per_context_token_s, st.per_prefill_pair_s,
+                   st.per_decode_seq_sq_until if st.per_decode_seq_sq_until > 0 else np.inf], dtype=np.float64)
     return ip, fp
 
 

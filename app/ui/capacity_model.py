@@ -22,6 +22,7 @@ MODEL_ROWS = (
     ("step_base_s", "step time: base", 1e3, "ms per step"),
     ("step_per_seq_s", "step time: per decoding sequence", 1e6, "µs per sequence"),
     ("step_per_seq_sq_s", "step time: per decoding sequence squared", 1e9, "ns per sequence²"),
+    ("step_per_seq_sq_until", "step time: squared term up to a batch of (then linear)", 1.0, "sequences"),
     ("step_per_prefill_token_s", "step time: per prefill token", 1e6, "µs per token"),
     ("step_per_context_token_s", "step time: per context token read", 1e9, "ns per token"),
     ("step_per_prefill_pair_s", "step time: per prefill attention pair", 1e9, "ns per pair"),

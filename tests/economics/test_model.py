@@ -64,7 +64,7 @@ def test_fit_recovers_the_step_law_from_short_intervals(with_steps: bool) -> Non
     assert got == pytest.approx(list(TRUE.values()), rel=1e-6)
     assert m.fit.r2 == pytest.approx(1.0) and m.fit.windows == 400
     assert m.step_basis.startswith("mean inter-token latency") and "squared" not in m.step_basis
-    assert m.step_per_seq_sq_s == 0.0
+    assert m.step_per_seq_sq_s == 0.0 and m.step_per_seq_sq_until == 0.0
     assert m.sources["step_base_s"].kind == "fitted"
     assert m.kv_tokens == KV and m.sources["kv_tokens"] == Source("engine config", "vllm:cache_config_info")
     assert m.sources["block_size"].kind == "engine config"
@@ -114,7 +114,12 @@ def test_a_batch_that_grows_less_efficient_is_fitted_only_when_the_data_shows_it
                                  prompt_tokens=prefill_per_step * steps)
     m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
     assert m.step_per_seq_sq_s == pytest.approx(2e-6, rel=1e-6) and "squared" in m.step_basis
-    assert m.step_time(60) - m.step_time(0) == pytest.approx(TRUE["b"] * 60 + 2e-6 * 3600, rel=1e-6)
+    # the batches the fit saw reach u; up to u the law is the data's, past u the squared term goes on
+    # along its tangent at u
+    u = m.step_per_seq_sq_until
+    assert u == m.fit.batch_range[1] and m.sources["step_per_seq_sq_until"].kind == "fitted"
+    assert m.step_time(u) - m.step_time(0) == pytest.approx(TRUE["b"] * u + 2e-6 * u * u, rel=1e-6)
+    assert m.step_time(3 * u) - m.step_time(0) == pytest.approx(TRUE["b"] * 3 * u + 2e-6 * u * 5 * u, rel=1e-6)
 
 
 def test_engine_facts_given_override_what_the_data_says() -> None:

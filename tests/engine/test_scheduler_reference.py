@@ -8,7 +8,7 @@ counted per request, nothing is advanced in closed form. Both run the same reque
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import numpy as np
@@ -103,7 +103,10 @@ class ReferenceEngine:
             prefill = [(r, new) for r, new in work if r.in_prefill]
             s = self.step
             if work:
-                dur = (s.base_s + s.per_decode_seq_s * len(decode) + s.per_decode_seq_sq_s * len(decode) ** 2
+                n, u = len(decode), s.per_decode_seq_sq_until
+                # past u the squared term goes on along its tangent at u: u^2 + 2u (n - u)
+                squared = n ** 2 if u <= 0 or n <= u else u ** 2 + 2 * u * (n - u)
+                dur = (s.base_s + s.per_decode_seq_s * n + s.per_decode_seq_sq_s * squared
                        + s.per_prefill_token_s * sum(n for _, n in prefill)
                        + s.per_context_token_s * (sum(r.computed + 1 for r in decode)
                                                   + sum(r.computed + n for r, n in prefill))
@@ -125,14 +128,16 @@ class ReferenceEngine:
                         r.blocks = 0
 
 
-@pytest.mark.parametrize("blocks,g,watermark,batch_sq", [(2100, 0.5, 0.0, 0.0), (3500, 0.15, 0.0, 0.0),
-                                                         (2600, 0.4, 0.03, 2e-6)])
+@pytest.mark.parametrize("blocks,g,watermark,batch_sq,sq_until", [
+    (2100, 0.5, 0.0, 0.0, 0.0), (3500, 0.15, 0.0, 0.0, 0.0), (2600, 0.4, 0.03, 2e-6, 0.0),
+    (2600, 0.4, 0.0, 2e-6, 12.0)])
 def test_engine_matches_a_naive_step_by_step_scheduler(blocks: int, g: float, watermark: float,
-                                                       batch_sq: float) -> None:
+                                                       batch_sq: float, sq_until: float) -> None:
     """Also with the mechanics only the accuracy harness's fleets use: an admission watermark and a
-    step time quadratic in the batch."""
+    step time quadratic in the batch; and with the twin's fitted law, quadratic up to a batch and on
+    its tangent past it."""
     tr = scenario_trace(generate_trace(5, hours=0.25, warmup_s=0, start=DEFAULT_DAY + timedelta(hours=12)), g=g)
-    step = StepTime(noise_sigma=0.0, per_decode_seq_sq_s=batch_sq)
+    step = StepTime(noise_sigma=0.0, per_decode_seq_sq_s=batch_sq, per_decode_seq_sq_until=sq_until)
     engine = EngineConfig(num_gpu_blocks=blocks, admission_watermark=watermark)
     run = run_fleet(tr, FleetConfig(replicas=1, step=step, engine=engine), seed=1, drain=True)
     r = run.reqs
@@ -143,3 +148,7 @@ def test_engine_matches_a_naive_step_by_step_scheduler(blocks: int, g: float, wa
     np.testing.assert_allclose([q.first_token for q in ref], r.first_t, atol=1e-7)
     np.testing.assert_allclose([q.finish for q in ref], r.finish_t, atol=1e-7)
     np.testing.assert_allclose([q.scheduled for q in ref], r.sched_t, atol=1e-7)
+    if sq_until:  # the batch went past the limit: the law past it is what was compared
+        unlimited = run_fleet(tr, FleetConfig(replicas=1, step=replace(step, per_decode_seq_sq_until=0.0),
+                                              engine=engine), seed=1, drain=True)
+        assert max(unlimited.reqs.finish_t) > max(r.finish_t) + 1.0

@@ -78,6 +78,9 @@ CASES = {
         EngineConfig(max_num_seqs=48, max_num_batched_tokens=1024, reserve_full_prompt=False,
                      admission_watermark=0.02, num_gpu_blocks=2500),
         replace(DETERMINISTIC, per_decode_seq_sq_s=2e-7)),
+    "overloaded, batch squared up to 24 then on its tangent": (
+        2, "least_outstanding", 1.5, 1.0, EngineConfig(),
+        replace(DETERMINISTIC, per_decode_seq_sq_s=2e-6, per_decode_seq_sq_until=24.0)),
 }
 
 

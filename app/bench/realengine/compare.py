@@ -131,6 +131,7 @@ def residual_of(analysis: sc.Analysis) -> dict[str, Any]:
 def model_of(analysis: sc.Analysis) -> dict[str, Any]:
     m = analysis.model
     return {"step_base_ms": 1e3 * m.step_base_s, "step_per_seq_ms": 1e3 * m.step_per_seq_s,
+            "step_per_seq_sq_us": 1e6 * m.step_per_seq_sq_s, "step_per_seq_sq_until": m.step_per_seq_sq_until,
             "step_per_prefill_token_ms": 1e3 * m.step_per_prefill_token_s,
             "step_per_prefill_pair_ns": 1e9 * m.step_per_prefill_pair_s,
             "tpot_scale": m.assumptions.tpot_scale, "prefill_scale": m.assumptions.prefill_scale,

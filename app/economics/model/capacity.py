@@ -156,6 +156,9 @@ class ReplicaModel:
     flags: list[str] = field(default_factory=list)  # what could not be identified, and what would fix it
     step_basis: str = ""  # which series the step time was fitted on
     step_per_seq_sq_s: float = 0.0  # a batch that grows less efficient: per decoding sequence squared
+    # the batch up to which that term holds: the largest the fit saw (its batch range's top); past it the
+    # law goes on along the term's tangent, since the data says nothing of its curvature there (0: no term)
+    step_per_seq_sq_until: float = 0.0
     # the part of TTFT outside the engine's queue and prefill time (its mean), shown, not replayed: on
     # vLLM V1 it holds the wait for the step under way (a request is queued between steps), which the
     # twin's queue already counts, besides the API server's own time
@@ -176,9 +179,15 @@ class ReplicaModel:
     def step_time(self, decoding: float, prefill_tokens: float = 0.0, context_tokens: float = 0.0) -> float:
         """One step (s) of the calibrated model the twin runs."""
         a = self.assumptions
-        return ((self.step_base_s + self.step_per_seq_s * decoding + self.step_per_seq_sq_s * decoding ** 2
+        return ((self.step_base_s + self.step_per_seq_s * decoding + self.step_per_seq_sq_s * self._squared(decoding)
                  + self.step_per_context_token_s * context_tokens) * a.tpot_scale
                 + self.step_per_prefill_token_s * prefill_tokens * a.prefill_scale)
+
+    def _squared(self, decoding: float) -> float:
+        """What the batch-squared term multiplies: decoding squared, on its tangent past
+        ``step_per_seq_sq_until`` (as the engines do: ``StepTime.per_decode_seq_sq_until``)."""
+        u = self.step_per_seq_sq_until
+        return decoding ** 2 if u <= 0 or decoding <= u else u * (2 * decoding - u)
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -194,6 +203,7 @@ PARAMETERS = {
     "kv_tokens": "kv_tokens", "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
     "max_model_len": "max_model_len", "block_size": "block_size", "router": "router",
     "step_base_s": "step_base_s", "step_per_seq_s": "step_per_seq_s", "step_per_seq_sq_s": "step_per_seq_sq_s",
+    "step_per_seq_sq_until": "step_per_seq_sq_until",
     "step_per_prefill_token_s": "step_per_prefill_token_s", "step_per_context_token_s": "step_per_context_token_s",
     "step_per_prefill_pair_s": "step_per_prefill_pair_s", "tpot_scale": "assumptions.tpot_scale",
     "prefill_scale": "assumptions.prefill_scale", "frontend_s": "frontend_s", "prefix_cache": "prefix_cached_share",
@@ -553,6 +563,10 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
     for name in ("step_base_s", "step_per_seq_s", "step_per_seq_sq_s", "step_per_prefill_token_s",
                  "step_per_context_token_s", "step_per_prefill_pair_s"):
         sources[name] = step_source
+    if coef[5] > 0:
+        sources["step_per_seq_sq_until"] = Source(
+            "fitted", f"the largest batch the step-time fit saw (99th percentile of {quality.data}'s mean "
+            "decoding batch); past it the batch-squared term goes on along its tangent")
     observed = {
         "running_max": float(intervals["running"].max()) if len(intervals) else math.nan,
         "kv_max": float(intervals["kv_usage"].max()) if len(intervals) and intervals["kv_usage"].notna().any()
@@ -571,7 +585,8 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
         max_num_seqs=max_seqs, max_num_batched_tokens=mnbt, block_size=block_size, fit=quality,
         saturation_observed=bool(saturation), saturation_evidence=saturation, observed=observed,
         assumptions=assumptions, notes=notes, max_model_len=max_len, router=router, sources=sources,
-        flags=flags, step_basis=basis, step_per_seq_sq_s=float(coef[5]), frontend_s=float(frontend_s),
+        flags=flags, step_basis=basis, step_per_seq_sq_s=float(coef[5]),
+        step_per_seq_sq_until=float(quality.batch_range[1]) if coef[5] > 0 else 0.0, frontend_s=float(frontend_s),
         prefix_cached_share=float(cached_share))
 
 

@@ -91,6 +91,7 @@ def twin_config(model: ReplicaModel, replicas: int, gauge_s: float = 60.0) -> Fl
         base_s=model.step_base_s * a.tpot_scale,
         per_decode_seq_s=model.step_per_seq_s * a.tpot_scale,
         per_decode_seq_sq_s=model.step_per_seq_sq_s * a.tpot_scale,
+        per_decode_seq_sq_until=model.step_per_seq_sq_until,
         per_prefill_token_s=model.step_per_prefill_token_s * a.prefill_scale,
         per_context_token_s=model.step_per_context_token_s * a.tpot_scale,
         per_prefill_pair_s=model.step_per_prefill_pair_s * a.prefill_scale,
