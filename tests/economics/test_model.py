@@ -122,6 +122,24 @@ def test_a_batch_that_grows_less_efficient_is_fitted_only_when_the_data_shows_it
     assert m.step_time(3 * u) - m.step_time(0) == pytest.approx(TRUE["b"] * 3 * u + 2e-6 * u * 5 * u, rel=1e-6)
 
 
+def test_a_squared_term_that_takes_the_per_sequence_cost_s_place_is_not_kept() -> None:
+    """A step law with no cost per sequence but a steep curvature: with the squared term the least
+    squares leave the per-sequence cost at a few per cent of the linear law's, so the term took that
+    cost's place rather than adding to it (``KEPT_BESIDE``); the law stays linear, as on the real
+    engine where such a term came from batches of 1 to 15 and, carried to 32, doubled the step."""
+    intervals, windows = _intervals()
+    batch = intervals["itl_sum"] / intervals["dt_s"]
+    base = intervals["itl_sum"] / intervals["itl_count"] - TRUE["b"] * batch  # the law without its per-sequence cost
+    step = base + 4e-6 * batch ** 2
+    steps = intervals["dt_s"] / step
+    prefill_per_step = intervals["prompt_tokens"] / (intervals["dt_s"] / (intervals["itl_sum"] / intervals["itl_count"]))
+    intervals = intervals.assign(itl_count=batch * steps, itl_sum=batch * steps * step,
+                                 prompt_tokens=prefill_per_step * steps)
+    m = fit_model(intervals, windows, _evidence(CONFIG), Assumptions())
+    assert m.step_per_seq_sq_s == 0.0 and m.step_per_seq_sq_until == 0.0 and "squared" not in m.step_basis
+    assert m.step_per_seq_s > 0
+
+
 def test_engine_facts_given_override_what_the_data_says() -> None:
     intervals, windows = _intervals()
     given = Assumptions(max_num_seqs=64, max_num_batched_tokens=2048, kv_cache_tokens=90000, max_model_len=8192,
