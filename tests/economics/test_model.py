@@ -65,6 +65,7 @@ def test_fit_recovers_the_step_law_from_short_intervals(with_steps: bool) -> Non
     assert m.fit.r2 == pytest.approx(1.0) and m.fit.windows == 400
     assert m.step_basis.startswith("mean inter-token latency") and "squared" not in m.step_basis
     assert m.step_per_seq_sq_s == 0.0 and m.step_per_seq_sq_until == 0.0
+    assert m.sources["step_per_seq_sq_until"].kind == "fitted"  # every parameter says where it came from
     assert m.sources["step_base_s"].kind == "fitted"
     assert m.kv_tokens == KV and m.sources["kv_tokens"] == Source("engine config", "vllm:cache_config_info")
     assert m.sources["block_size"].kind == "engine config"

@@ -572,10 +572,10 @@ def fit_model(intervals: pd.DataFrame, windows: pd.DataFrame, evidence: EngineEv
     for name in ("step_base_s", "step_per_seq_s", "step_per_seq_sq_s", "step_per_prefill_token_s",
                  "step_per_context_token_s", "step_per_prefill_pair_s"):
         sources[name] = step_source
-    if coef[5] > 0:
-        sources["step_per_seq_sq_until"] = Source(
-            "fitted", f"the largest batch the step-time fit saw (99th percentile of {quality.data}'s mean "
-            "decoding batch); past it the batch-squared term goes on along its tangent")
+    sources["step_per_seq_sq_until"] = (
+        Source("fitted", f"the largest batch the step-time fit saw (99th percentile of {quality.data}'s mean "
+               "decoding batch); past it the batch-squared term goes on along its tangent") if coef[5] > 0 else
+        Source(step_source.kind, "0: the law has no batch-squared term"))
     observed = {
         "running_max": float(intervals["running"].max()) if len(intervals) else math.nan,
         "kv_max": float(intervals["kv_usage"].max()) if len(intervals) and intervals["kv_usage"].notna().any()
