@@ -327,12 +327,11 @@ def _compare_cubes(file_cube: Any, pulled: Any, magnitudes: Any = None) -> dict[
     first = both.groupby(keys[1:])["window_start"].transform("min") == both["window_start"]
     unscraped = ~both["window_start"].isin(a["window_start"].unique())
     differ = ~same.fillna(False)
-    if magnitudes is not None and len(magnitudes):
+    bound: Any = float("nan")
+    if magnitudes is not None:
         m = magnitudes.assign(signal=magnitudes["signal"].fillna(""), le=magnitudes["le"].fillna(-1.0))
         bound = both[keys[1:]].merge(m, on=keys[1:], how="left")["magnitude"].to_numpy()
-        stored = gap.le(2 * STORE_PRECISION * bound)  # no magnitude (a gauge's cell): NaN, never within
-    else:
-        stored = gap.le(-1.0)
+    stored = gap.le(2 * STORE_PRECISION * bound)  # no magnitude (a gauge's cell, none given): never within
     rest = differ & ~first & ~unscraped
     return {"cells": len(both), "same": int((~differ).sum()), "differ": int(differ.sum()),
             "differ_in_first_window": int((differ & first).sum()),

@@ -510,12 +510,11 @@ def fit_step_time(intervals: pd.DataFrame, windows: pd.DataFrame, flags: list[st
     # less than KEPT_BESIDE of it has taken the per-sequence cost's place, not added to it (on a real
     # vLLM engine it left none, on batches of 1 to 15; carried to vLLM's 32 it put 114 ms per step
     # where the engine took 51)
-    beside = {5: 1}
     for column, what in extras.items():
         if not columns[column].any():
             continue
         tried, tried_resid = _nnls_subset(columns, kept + [column], step_s)
-        if column in beside and tried[beside[column]] < KEPT_BESIDE * coef[beside[column]]:
+        if column == 5 and tried[1] < KEPT_BESIDE * coef[1]:
             continue
         if tried[column] > 0 and _held_out_rmse(columns, kept + [column], step_s) < (
                 (1 - CURVATURE_GAIN) * _held_out_rmse(columns, kept, step_s) - 1e-9):  # 1 ns: a law already exact

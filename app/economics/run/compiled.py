@@ -55,21 +55,25 @@ def ready(engine: str = FLEET) -> None:
     none, or after the process that is compiling it now has written it. Once per process."""
     if engine in _ready:
         return
-    warm = _WARM[engine]
     if fcntl is None:
-        forget_stale(_cache_locations(), sources_digest())
-        warm()
-        forget_stale(_cache_locations(), sources_digest())
+        _warm_current(engine)
     else:
         with lock_path(engine).open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
-                forget_stale(_cache_locations(), sources_digest())
-                warm()
-                forget_stale(_cache_locations(), sources_digest())  # stamps what it compiled
+                _warm_current(engine)
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
     _ready.add(engine)
+
+
+def _warm_current(engine: str) -> None:
+    """Warm ``engine`` from a cache of these sources: a stale one forgotten first, what it compiled
+    stamped after."""
+    digest = sources_digest()
+    forget_stale(_cache_locations(), digest)
+    _WARM[engine]()
+    forget_stale(_cache_locations(), digest)
 
 
 STAMP = "headroom-sources.sha256"  # beside each cache directory's indexes: the sources they were compiled from
