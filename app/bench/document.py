@@ -130,7 +130,10 @@ def note(r: dict[str, Any]) -> str:
     if r["name"] == "price_change":
         out.append(f"{d['predictions']} cached predictions")
     if r["name"] == "scenario_grid":
-        out.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, {d['processes']} processes")
+        runs = (f" in {d['twin_runs']} twin runs ({d['envelope_runs']} of them the sensitivity envelope of "
+                f"backlogged scenarios), {d['s_per_twin_run']:.2f} s each" if "twin_runs" in d else "")
+        out.append(f"{d['scenarios']} scenarios, {d['replica_hours']:.0f} replica-hours, {d['processes']} processes"
+                   + runs)
     if r["name"] == "scenario_grid_ray":
         out.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
                    f"{d['processes']} local processes; same predictions")
@@ -140,7 +143,8 @@ def note(r: dict[str, Any]) -> str:
                    f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB; residual workers "
                    f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB; tree {d['analyse_tree_peak_rss_mb']:,.0f} MiB), grid "
                    f"{d['grid_s']:.1f} s ({d['scenarios']} scenarios x {d['seeds']} seeds, "
-                   f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
+                   + (f"{d['twin_runs']} twin runs with {d['envelope_runs']} of the envelope, " if "twin_runs" in d else "")
+                   + f"{d['replica_hours']:,.0f} replica-hours, {d['processes']} processes of "
                    f"{d['grid_workers_peak_rss_mb']:,.0f} MiB peak; tree {d['grid_tree_peak_rss_mb']:,.0f} MiB); "
                    f"generated in {d['generation_s']:.0f} s "
                    f"({d['generation_peak_rss_mb']:,.0f} MiB{', reused' if d['generation_reused'] else ''})")

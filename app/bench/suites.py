@@ -577,9 +577,10 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
     workers = default_workers()
     chosen = scenarios.local_executor(analysis, [g for _, g in grid], None)
     log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({chosen.describe()}):")
+    twin_runs: list[int] = []  # the runs it took: a backlogged scenario adds its envelope's two
     t0 = time.perf_counter()
     predictions = scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0], seeds=1,
-                                 progress=lambda msg: log(f"    {msg}"))
+                                 progress=lambda msg: log(f"    {msg}"), on_run=lambda _d, total, _m: twin_runs.append(total))
     parallel = time.perf_counter() - t0
     log(f"  grid {parallel:.1f} s; the same grid in one process:")
     t0 = time.perf_counter()
@@ -598,11 +599,14 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
         detail={"scenarios": len(grid), "seeds": 1, "replica_hours": round(replica_hours, 1),
                 "s_per_replica_hour": round(parallel / replica_hours, 4),
                 "sequential_s_per_replica_hour": round(sequential / replica_hours, 4),
+                "twin_runs": twin_runs[-1], "envelope_runs": twin_runs[-1] - len(grid),
+                "s_per_twin_run": round(parallel / twin_runs[-1], 3),
                 "processes": chosen.workers or workers, "every_core_s": round(every_core, 3),
                 "every_core_processes": workers,
                 "what": "scenarios.grid (N' x traffic, 1 seed) as headroom scenarios runs it (local processes, "
                         "or this process for a grid too small to pay for starting them), against the same grid "
-                        "with workers=1; every_core_s: with a process per core"}))
+                        "with workers=1; every_core_s: with a process per core; twin_runs: the runs it took, "
+                        "envelope_runs of them the sensitivity envelope of backlogged scenarios"}))
     if ray_address:
         log(f"  the same grid on the Ray cluster at {ray_address}:")
         t0 = time.perf_counter()
@@ -724,6 +728,7 @@ def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: 
                 "observed_replicas": res["observed_replicas"], "scenarios": scenarios_n, "seeds": size.month_seeds,
                 "grid_replicas": list(size.month_grid_replicas), "grid_traffic": list(size.month_grid_traffic),
                 "replica_hours": round(replica_hours, 1), "processes": res["processes"],
+                "twin_runs": res["twin_runs"], "envelope_runs": res["twin_runs"] - scenarios_n * size.month_seeds,
                 "requests": made["requests"], "series": made["series"], "scrape_interval_s": every,
                 "metrics_bytes": made["metrics_bytes"],
                 "demand_window_s": res.get("demand_window_s"),

@@ -188,9 +188,11 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
     hours = analysis.demand.duration_s / 3600
     _say(f"grid of {len(replicas) * len(traffic)} scenarios x {seeds} seeds on {default_workers()} "
          f"processes ({hours:.1f} h of demand, observed N={analysis.observed.replicas})")
+    twin_runs = [0]  # the runs the grid took: a backlogged scenario adds its envelope's two
     with ChildMemory() as pool:
         t0 = time.perf_counter()
-        predictions = scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, progress=_say)
+        predictions = scenarios.grid(analysis, replicas, traffic, [1.0], seeds=seeds, progress=_say,
+                                     on_run=lambda _done, total, _msg: twin_runs.append(total))
         seconds = time.perf_counter() - t0
     phase("grid", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
     if task.get("sequential", True):
@@ -211,7 +213,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
             "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
             "demand_window_s": analysis.demand.window_s, "scrape_interval_s": report.scrape_interval_s,
             "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},
-            "processes": default_workers(),
+            "processes": default_workers(), "twin_runs": twin_runs[-1],
             "peak_rss_mb": max(p["peak_rss_mb"] for p in phases.values()),
             "flagged": sum(p.flagged for p in predictions),
             "predictions": [{"replicas": p.replicas, "traffic": p.traffic, "path": p.path,

@@ -140,6 +140,12 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert math.isclose(by_name["economics_month"]["seconds"], month["load_s"] + month["analyse_s"] + month["grid_s"],
                         rel_tol=1e-2)
     assert month["generation_reused"] is False and month["requests"] > 0 and month["scenarios"] == 6
+    # every run of the grid is counted: the seeds' and, of a backlogged scenario, the envelope's two
+    assert month["twin_runs"] == month["scenarios"] * month["seeds"] + month["envelope_runs"]
+    assert month["envelope_runs"] % 2 == 0
+    grid = by_name["scenario_grid"]["detail"]
+    assert grid["twin_runs"] == grid["scenarios"] * grid["seeds"] + grid["envelope_runs"]
+    assert grid["envelope_runs"] % 2 == 0 and grid["envelope_runs"] <= 2 * grid["scenarios"]
     assert all(month[f"{k}_peak_rss_mb"] > 0 for k in ("load", "analyse", "grid", "grid_sequential"))
     assert by_name["economics_month"]["peak_rss_mb"] == max(
         month[f"{k}_peak_rss_mb"] for k in ("load", "analyse", "grid", "grid_sequential"))

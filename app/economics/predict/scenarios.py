@@ -878,10 +878,11 @@ Scenario = tuple[int, float, float]  # (N', traffic multiplier, context multipli
 def grid(analysis: Analysis, replicas: Sequence[int], traffic: Sequence[float] = (1.0,),
          context: Sequence[float] = (1.0,), seeds: int = 3,
          progress: Callable[[str], None] | None = None, workers: int | None = None,
-         executor: Executor | None = None) -> list[Prediction]:
+         executor: Executor | None = None, on_run: Callable[[int, int, str], None] | None = None,
+         ) -> list[Prediction]:
     """Every scenario of the grid (``run_scenarios``), in the grid's order: traffic, context, N'."""
     scenarios_ = [(n, g, m) for g in traffic for m in context for n in replicas]
-    done = run_scenarios(analysis, scenarios_, seeds, progress, workers, executor)
+    done = run_scenarios(analysis, scenarios_, seeds, progress, workers, executor, on_run)
     return [p for s in scenarios_ for p in done[s]]
 
 
