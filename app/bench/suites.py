@@ -593,6 +593,9 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
                    progress=lambda msg: log(f"    {msg}"))
     every_core = time.perf_counter() - t0
     log(f"  grid on {workers} processes {every_core:.1f} s")
+    # where a grid's time goes, in this process (not timed above: cProfile's hooks cost a little)
+    where = profile(lambda: scenarios.grid(analysis, list(size.grid_replicas), list(size.grid_traffic), [1.0],
+                                           seeds=1, workers=1), repeat=1)
     results.append(Result(
         name="scenario_grid", samples=len(grid), seconds=parallel, reference="sequential",
         reference_seconds=sequential, runs=[parallel], reference_runs=[sequential],
@@ -600,7 +603,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
                 "s_per_replica_hour": round(parallel / replica_hours, 4),
                 "sequential_s_per_replica_hour": round(sequential / replica_hours, 4),
                 "twin_runs": twin_runs[-1], "envelope_runs": twin_runs[-1] - len(grid),
-                "s_per_twin_run": round(parallel / twin_runs[-1], 3),
+                "s_per_twin_run": round(parallel / twin_runs[-1], 3), "profile": where,
                 "processes": chosen.workers or workers, "every_core_s": round(every_core, 3),
                 "every_core_processes": workers,
                 "what": "scenarios.grid (N' x traffic, 1 seed) as headroom scenarios runs it (local processes, "
