@@ -40,14 +40,116 @@ def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def page(doc: dict[str, Any], command: str = COMMAND, also: Sequence[dict[str, Any]] = ()) -> str:
+def page(doc: dict[str, Any], command: str = COMMAND, also: Sequence[dict[str, Any]] = (),
+         against: dict[str, Any] | None = None) -> str:
     """The page: where and when, the table of results with each goal and whether it was met, the cube
     build's growth exponent and the library versions; each run in ``also`` (a benchmark run on its own,
-    e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance."""
+    e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance; with
+    ``against`` (the same benchmarks run at an earlier commit on the same machine), the rows of ``doc``
+    set beside it (:func:`comparison`)."""
     text = _run(doc, command)
+    if against is not None:
+        text += "\n" + comparison(doc, against)
     for other in also:
         text += "\n" + _run(other, None)
     return text
+
+
+def pooled(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of one ``headroom bench`` command at one commit as one document: each row the best
+    of the runs' figures (its time and, apart, its reference's; the ratio of the two), its runs all of
+    theirs, ``pooled_seconds`` each run's figure; the provenance the first run's, with ``pooled``:
+    every run's start. Runs of different commits or different rows are refused."""
+    if len(docs) == 1:
+        return docs[0]
+    first = docs[0]
+    commits = {(d.get("provenance") or {}).get("commit") for d in docs}
+    if len(commits) != 1 or None in commits:
+        raise ValueError(f"runs pooled with '+' must come from one commit: {sorted(map(str, commits))}")
+    keys = [[(r["name"], r["reference"], r["samples"]) for r in d["results"]] for d in docs]
+    if any(k != keys[0] for k in keys):
+        raise ValueError("runs pooled with '+' must hold the same benchmarks in the same order")
+    results = []
+    for i, r in enumerate(first["results"]):
+        same = [d["results"][i] for d in docs]
+        best = min(same, key=lambda x: x["seconds"])
+        row = {**best, "runs": [x for s in same for x in s["runs"]],
+               "reference_runs": [x for s in same for x in s["reference_runs"]],
+               "pooled_seconds": [s["seconds"] for s in same]}
+        if r["reference_seconds"] is not None:
+            row["reference_seconds"] = min(s["reference_seconds"] for s in same)
+            row["ratio"] = float(f"{row['reference_seconds'] / row['seconds']:.4g}")
+        results.append(row)
+    prov = {**first["provenance"], "pooled": [d["provenance"]["date"] for d in docs]}
+    growth = [d["growth_exponent"] for d in docs if d.get("growth_exponent") is not None]
+    return {**first, "results": results, "provenance": prov, "growth_exponent": growth[0] if growth else None,
+            "total_seconds": sum(d["total_seconds"] for d in docs)}
+
+
+def _keyed(doc: dict[str, Any]) -> dict[tuple[str, str | None, int], dict[str, Any]]:
+    """Rows by (name, reference, k-th of that name): a size's row meets the same size's in another run."""
+    seen: dict[tuple[str, str | None], int] = {}
+    out = {}
+    for r in doc["results"]:
+        k = seen.get((r["name"], r["reference"]), 0)
+        seen[(r["name"], r["reference"])] = k + 1
+        out[(r["name"], r["reference"], k)] = r
+    return out
+
+
+def _spread(r: dict[str, Any]) -> str:
+    runs = r.get("pooled_seconds") or [r["seconds"]]
+    cell = document.cells({**r, "seconds": min(runs)})["Headroom"]
+    return cell if len(runs) == 1 else f"{cell} – {document.cells({**r, 'seconds': max(runs)})['Headroom']}"
+
+
+def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
+    """For a row that replays scenarios: the twin runs it took here and there, and the time per run."""
+    d, b = now["detail"], then["detail"]
+    if "twin_runs" not in d:
+        return ""
+    here = now["seconds"] / d["twin_runs"]
+    least = b.get("twin_runs") or b["scenarios"] * b["seeds"]  # a run per seed at the least
+    at_most = "" if "twin_runs" in b else "at most "
+    there = then["seconds"] / least
+    return (f"{d['twin_runs']} twin runs here, {d['envelope_runs']} of them the sensitivity envelope of backlogged "
+            f"scenarios; {b.get('twin_runs', f'at least {least}')} at {commit}; per run {here:.2f} s here, "
+            f"{at_most}{there:.2f} s there")
+
+
+def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
+    """``doc``'s rows beside the same benchmarks at an earlier commit (``base``, run on the same machine):
+    each row's best figure on both sides, the change, and whether it is no slower; the runs' spread on
+    each side, so that a difference can be read against the machine's own variation."""
+    prov = base.get("provenance") or {}
+    commit = (prov.get("commit") or "?")[:7]
+    then = _keyed(base)
+    rows, slower = [], []
+    for key, now in _keyed(doc).items():
+        old = then.get(key)
+        if old is None or old.get("unit") != now.get("unit"):
+            continue
+        change = now["seconds"] / old["seconds"] - 1
+        ok = now["seconds"] <= old["seconds"]
+        if not ok:
+            slower.append(now["name"])
+        rows.append({"benchmark": now["name"], "size": document.cells(now)["size"], "here": _spread(now),
+                     "then": _spread(old), "change": f"{change:+.0%}", "no slower": "yes" if ok else "**no**",
+                     "note": _work_note(now, old, commit)})
+    columns = [Column("benchmark"), Column("size", align="right"), Column("this commit", key="here", align="right"),
+               Column(commit, key="then", align="right"), Column("change", align="right"),
+               Column("no slower", value=lambda c: c["no slower"]), Column("note")]
+    runs_here = len(doc["provenance"].get("pooled") or [1])
+    runs_then = len(prov.get("pooled") or [1])
+    out = [f"## Against `{commit}`", "",
+           f"The rows above beside the same benchmarks at commit `{commit}`, measured on the same machine, the "
+           f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each figure is the best "
+           "of its runs; where there are several, the range of the runs' figures is given, which is how much "
+           "the machine itself moves. Rows at one commit only are left out.", "",
+           provenance_block(prov), "", table(rows, columns), "",
+           f"{len(rows) - len(slower)} of {len(rows)} rows no slower than at `{commit}`"
+           + (f"; slower: {', '.join(dict.fromkeys(slower))}." if slower else ".")]
+    return "\n".join(out) + "\n"
 
 
 def _run(doc: dict[str, Any], command: str | None) -> str:

@@ -1,0 +1,131 @@
+"""The benchmark page's runs pooled with '+', set against an earlier commit's, and the provenance an
+older commit's document is given (``python -m app.provenance``): hand-made documents, figures by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import provenance
+from app.docgen import bench
+from app.docgen.__main__ import main as docgen
+
+MACHINE = {"cores": 2, "memory_gb": 23.5, "python": "3.11.7", "duckdb": "2.0.1", "pandas": "3.1.1",
+           "load_average_at_start": 0.5}
+
+
+def _row(name: str, seconds: float, reference: str | None = None, ref_s: float | None = None,
+         samples: int | None = None, **detail: Any) -> dict[str, Any]:
+    return {"name": name, "samples": samples, "seconds": seconds, "reference": reference,
+            "reference_seconds": ref_s, "ratio": None if ref_s is None else ref_s / seconds, "peak_rss_mb": None,
+            "unit": "run", "runs": [seconds], "reference_runs": [] if ref_s is None else [ref_s], "detail": detail}
+
+
+def _doc(commit: str, date: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    prov = {"command": "headroom bench --size full", "commit": commit, "dirty": False, "date": date,
+            "machine": {"cpu": "Test CPU", "cores": 2, "memory_gb": 23.5, "python": "3.11.7", "platform": "Linux"}}
+    return {"machine": MACHINE, "size": "full", "results": rows, "growth_exponent": 0.8, "total_seconds": 100.0,
+            "provenance": prov}
+
+
+def _grid(seconds: float, **runs: int) -> dict[str, Any]:
+    return _row("scenario_grid", seconds, "sequential", seconds, samples=10, scenarios=10, seeds=1,
+                replica_hours=1262.0, processes=1, **runs)
+
+
+def test_runs_pooled_keep_each_rows_best_and_every_run() -> None:
+    a = _doc("c" * 40, "2026-12-06T01:00:00Z", [_row("cube_build", 2.0, "bare_scan", 0.5, 10),
+                                                   _row("cube_build", 9.0, "bare_scan", 3.0, 100)])
+    b = _doc("c" * 40, "2026-12-06T02:00:00Z", [_row("cube_build", 1.5, "bare_scan", 0.6, 10),
+                                                   _row("cube_build", 10.0, "bare_scan", 2.0, 100)])
+    both = bench.pooled([a, b])
+    small, large = both["results"]
+    assert (small["seconds"], small["reference_seconds"], small["ratio"]) == (1.5, 0.5, pytest.approx(1 / 3, rel=1e-3))
+    assert (large["seconds"], large["reference_seconds"], large["ratio"]) == (9.0, 2.0, pytest.approx(2 / 9, rel=1e-3))
+    assert small["runs"] == [2.0, 1.5] and small["pooled_seconds"] == [2.0, 1.5]
+    assert both["provenance"]["pooled"] == ["2026-12-06T01:00:00Z", "2026-12-06T02:00:00Z"]
+    assert both["total_seconds"] == 200.0
+
+
+def test_runs_of_two_commits_or_of_other_rows_are_not_pooled() -> None:
+    a = _doc("a" * 40, "2026-12-06T01:00:00Z", [_row("text_ingest", 1.0, lines_per_s=1.5e6, reference_lines_per_s=3e4)])
+    with pytest.raises(ValueError, match="one commit"):
+        bench.pooled([a, _doc("b" * 40, "2026-12-06T02:00:00Z", [_row("text_ingest", 1.0, lines_per_s=1.5e6, reference_lines_per_s=3e4)])])
+    with pytest.raises(ValueError, match="same benchmarks"):
+        bench.pooled([a, _doc("a" * 40, "2026-12-06T02:00:00Z", [_row("cube_build", 1.0)])])
+
+
+def test_the_comparison_says_which_rows_are_no_slower_and_counts_the_twin_runs() -> None:
+    now = bench.pooled([
+        _doc("1" * 40, "2026-12-06T01:00:00Z", [_row("text_ingest", 0.90, lines_per_s=1.5e6, reference_lines_per_s=3e4), _grid(14.0, twin_runs=28, envelope_runs=18, s_per_twin_run=0.5)]),
+        _doc("1" * 40, "2026-12-06T03:00:00Z", [_row("text_ingest", 0.80, lines_per_s=1.5e6, reference_lines_per_s=3e4), _grid(15.0, twin_runs=28, envelope_runs=18, s_per_twin_run=0.536)]),
+    ])
+    then = bench.pooled([
+        _doc("f" * 40, "2026-12-06T02:00:00Z", [_row("text_ingest", 0.85, lines_per_s=1.5e6, reference_lines_per_s=3e4), _row("parquet_load", 2.0), _grid(3.0)]),
+        _doc("f" * 40, "2026-12-06T04:00:00Z", [_row("text_ingest", 0.95, lines_per_s=1.5e6, reference_lines_per_s=3e4), _row("parquet_load", 2.0), _grid(3.5)]),
+    ])
+    text = bench.comparison(now, then)
+    assert text.startswith("## Against `fffffff`")
+    assert "(2 here, 2 there)" in text and "at commit `ffffffffff`" in text
+    # best of each side: 0.80 against 0.85 (-6 %), 14.0 against 3.0 (+367 %); parquet_load only there
+    assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms – 950.0 ms | -6% | yes |" in text
+    assert "| scenario_grid | 10 | 14.00 s – 15.00 s | 3.00 s – 3.50 s | +367% | **no** |" in text
+    # 28 runs here, at least 10 there (its bench did not count them): 0.50 s a run here, at most 0.30 there
+    assert ("28 twin runs here, 18 of them the sensitivity envelope of backlogged scenarios; at least 10 at "
+            "fffffff; per run 0.50 s here, at most 0.30 s there") in text
+    assert "parquet_load" not in text
+    assert text.rstrip().endswith("1 of 2 rows no slower than at `fffffff`; slower: scenario_grid.")
+
+
+def test_the_generator_pools_and_compares_from_files(tmp_path: Path) -> None:
+    files = {}
+    for name, commit, date, s in (("a1", "1", "01", 0.9), ("a2", "1", "03", 0.8), ("b1", "f", "02", 0.85)):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(_doc(commit * 40, f"2026-12-06T{date}:00:00Z", [_row("text_ingest", s, lines_per_s=1.5e6, reference_lines_per_s=3e4)])))
+    out = tmp_path / "benchmarks.md"
+    assert docgen(["bench", "--from", f"{files['a1']}+{files['a2']}", "--against", str(files["b1"]),
+                   "--out", str(out)]) == 0
+    text = out.read_text()
+    assert f"--from {files['a1']}+{files['a2']} --against {files['b1']} --out {out}" in text
+    assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms | -6% | yes |" in text
+    assert docgen(["accuracy", "--from", f"{files['a1']}+{files['a2']}"]) == 1  # only the bench page pools
+
+
+def _tree(tmp_path: Path) -> tuple[Path, str]:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "older"]):
+        subprocess.run(["git", *args], cwd=tree, check=True, env=env)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, check=True, capture_output=True, text=True)
+    return tree, head.stdout.strip()
+
+
+def test_an_older_commits_document_is_given_its_trees_provenance(tmp_path: Path) -> None:
+    tree, head = _tree(tmp_path)
+    doc = _doc("x", "y", [_row("text_ingest", 1.0, lines_per_s=1.5e6, reference_lines_per_s=3e4)])
+    doc.pop("provenance")
+    doc["total_seconds"] = 90.0
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    prov = provenance.stamp(path, "headroom bench --size full", tree, datetime(2026, 12, 6, 1, 30, tzinfo=UTC))
+    assert (prov["commit"], prov["date"], prov["dirty"]) == (head, "2026-12-06T01:28:30Z", False)
+    assert json.loads(path.read_text())["provenance"] == prov
+    # stamped once: a document that says where it came from keeps it
+    with pytest.raises(ValueError, match="already says where it came from"):
+        provenance.stamp(path, "headroom bench", tree)
+    assert provenance.main([str(path), "--tree", str(tree), "--command", "headroom bench"]) == 1
+
+
+def test_a_document_is_not_stamped_from_a_directory_without_git(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"results": [], "total_seconds": 1.0}))
+    with pytest.raises(ValueError, match="not a git tree"):
+        provenance.stamp(path, "headroom bench", tmp_path)
