@@ -59,24 +59,27 @@ def pooled(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several runs of one ``headroom bench`` command at one commit as one document: each row the best
     of the runs' figures (its time and, apart, its reference's; the ratio of the two), its runs all of
     theirs, ``pooled_seconds`` each run's figure; the provenance the first run's, with ``pooled``:
-    every run's start. Runs of different commits or different rows are refused."""
+    every run's start. A later run may hold fewer of the benchmarks (a row is pooled over the runs that
+    have it); runs of different commits, or a later run with a benchmark the first lacks, are refused."""
     if len(docs) == 1:
         return docs[0]
     first = docs[0]
     commits = {(d.get("provenance") or {}).get("commit") for d in docs}
     if len(commits) != 1 or None in commits:
         raise ValueError(f"runs pooled with '+' must come from one commit: {sorted(map(str, commits))}")
-    keys = [[(r["name"], r["reference"], r["samples"]) for r in d["results"]] for d in docs]
-    if any(k != keys[0] for k in keys):
-        raise ValueError("runs pooled with '+' must hold the same benchmarks in the same order")
+    keyed = [_keyed(d) for d in docs]
+    for k in keyed[1:]:
+        extra = [key[0] for key in k if key not in keyed[0]]
+        if extra:
+            raise ValueError(f"runs pooled with '+' hold benchmarks the first run lacks: {', '.join(extra)}")
     results = []
-    for i, r in enumerate(first["results"]):
-        same = [d["results"][i] for d in docs]
+    for key in keyed[0]:
+        same = [k[key] for k in keyed if key in k]
         best = min(same, key=lambda x: x["seconds"])
         row = {**best, "runs": [x for s in same for x in s["runs"]],
                "reference_runs": [x for s in same for x in s["reference_runs"]],
                "pooled_seconds": [s["seconds"] for s in same]}
-        if r["reference_seconds"] is not None:
+        if best["reference_seconds"] is not None:
             row["reference_seconds"] = min(s["reference_seconds"] for s in same)
             row["ratio"] = float(f"{row['reference_seconds'] / row['seconds']:.4g}")
         results.append(row)
@@ -144,8 +147,8 @@ def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
     out = [f"## Against `{commit}`", "",
            f"The rows above beside the same benchmarks at commit `{commit}`, measured on the same machine, the "
            f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each figure is the best "
-           "of its runs; where there are several, the range of the runs' figures is given, which is how much "
-           "the machine itself moves. Rows at one commit only are left out.", "",
+           "of the runs that have its row; where there are several, the range of their figures is given, which "
+           "is how much the machine itself moves. Rows at one commit only are left out.", "",
            provenance_block(prov), "", table(rows, columns), "",
            f"{len(rows) - len(slower)} of {len(rows)} rows no slower than at `{commit}`"
            + (f"; slower: {', '.join(dict.fromkeys(slower))}." if slower else ".")]

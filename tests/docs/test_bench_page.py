@@ -57,8 +57,16 @@ def test_runs_of_two_commits_or_of_other_rows_are_not_pooled() -> None:
     a = _doc("a" * 40, "2026-12-06T01:00:00Z", [_row("text_ingest", 1.0, lines_per_s=1.5e6, reference_lines_per_s=3e4)])
     with pytest.raises(ValueError, match="one commit"):
         bench.pooled([a, _doc("b" * 40, "2026-12-06T02:00:00Z", [_row("text_ingest", 1.0, lines_per_s=1.5e6, reference_lines_per_s=3e4)])])
-    with pytest.raises(ValueError, match="same benchmarks"):
+    with pytest.raises(ValueError, match="benchmarks the first run lacks: cube_build"):
         bench.pooled([a, _doc("a" * 40, "2026-12-06T02:00:00Z", [_row("cube_build", 1.0)])])
+
+
+def test_a_later_run_of_fewer_benchmarks_pools_the_rows_it_has() -> None:
+    a = _doc("a" * 40, "2026-12-06T01:00:00Z", [_row("scenario_replay", 2.0), _row("economics_month", 300.0)])
+    b = _doc("a" * 40, "2026-12-06T02:00:00Z", [_row("scenario_replay", 1.0)])
+    replay, month = bench.pooled([a, b])["results"]
+    assert (replay["seconds"], replay["pooled_seconds"]) == (1.0, [2.0, 1.0])
+    assert (month["seconds"], month["pooled_seconds"]) == (300.0, [300.0])
 
 
 def test_the_comparison_says_which_rows_are_no_slower_and_counts_the_twin_runs() -> None:
