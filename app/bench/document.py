@@ -49,7 +49,7 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:.2g}{unit}"
 
 
-def _seconds(r: dict[str, Any], key: str) -> str:
+def seconds_cell(r: dict[str, Any], key: str) -> str:
     value = r[key]
     if value is None:
         return "–"
@@ -58,7 +58,7 @@ def _seconds(r: dict[str, Any], key: str) -> str:
     return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _samples(n: int | None) -> str:
+def samples_cell(n: int | None) -> str:
     if n is None:
         return "–"
     if n >= 1_000_000:
@@ -138,7 +138,7 @@ def note(r: dict[str, Any]) -> str:
         out.append(f"{d['scenarios']} scenarios on the Ray cluster at {d['address']}, against "
                    f"{d['processes']} local processes; same predictions")
     if r["name"] in ("economics_month", "economics_month_15s"):
-        out.append(f"{d['hours']:g} h x {d['replicas']} replicas, {_samples(d['requests'])} requests, "
+        out.append(f"{d['hours']:g} h x {d['replicas']} replicas, {samples_cell(d['requests'])} requests, "
                    f"{d['scrape_interval_s']:g} s scrape; load {d['load_s']:.1f} s ({d['load_peak_rss_mb']:,.0f} MiB), "
                    f"analyse {d['analyse_s']:.1f} s ({d['analyse_peak_rss_mb']:,.0f} MiB; residual workers "
                    f"{d['analyse_workers_peak_rss_mb']:,.0f} MiB; tree {d['analyse_tree_peak_rss_mb']:,.0f} MiB), grid "
@@ -151,7 +151,7 @@ def note(r: dict[str, Any]) -> str:
         if d.get("demand_window_s"):
             out.append(demand_note(d))
     if r["name"] == "economics_month_15s_pushdown":
-        out.append(f"pull {d['pull_s']:.1f} s ({_samples(d['pulled_rows'])} rows), analyse {d['analyse_s']:.1f} s, grid "
+        out.append(f"pull {d['pull_s']:.1f} s ({samples_cell(d['pulled_rows'])} rows), analyse {d['analyse_s']:.1f} s, grid "
                    f"{d['grid_s']:.1f} s; imported into VictoriaMetrics in {d['import_s']:.0f} s"
                    f"{' (reused)' if d['import_reused'] else ''}"
                    + (f", its dates moved {d['shift_days']} days back (VictoriaMetrics refuses samples past its clock)"
@@ -199,8 +199,8 @@ def _duration(seconds: float) -> str:
 
 def cells(r: dict[str, Any]) -> dict[str, str]:
     """One result as the table's cells (the terminal table and the generated docs page)."""
-    return {"benchmark": r["name"], "size": _samples(r["samples"]), "Headroom": _seconds(r, "seconds"),
-            "reference": r["reference"] or "–", "reference time": _seconds(r, "reference_seconds"),
+    return {"benchmark": r["name"], "size": samples_cell(r["samples"]), "Headroom": seconds_cell(r, "seconds"),
+            "reference": r["reference"] or "–", "reference time": seconds_cell(r, "reference_seconds"),
             "ratio": "–" if r["ratio"] is None else f"{r['ratio']:.3g}×",
             "peak RSS": "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f} MiB",
             "goal": goal(r), "note": note(r)}

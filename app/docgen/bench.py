@@ -89,6 +89,11 @@ def pooled(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "total_seconds": sum(d["total_seconds"] for d in docs)}
 
 
+def _pooled_line(prov: dict[str, Any] | None) -> list[str]:
+    dates = (prov or {}).get("pooled") or []
+    return ["", f"The best of {len(dates)} runs of that command, started at {', '.join(dates)}."] if dates else []
+
+
 def _keyed(doc: dict[str, Any]) -> dict[tuple[str, str | None, int], dict[str, Any]]:
     """Rows by (name, reference, k-th of that name): a size's row meets the same size's in another run."""
     seen: dict[tuple[str, str | None], int] = {}
@@ -102,8 +107,8 @@ def _keyed(doc: dict[str, Any]) -> dict[tuple[str, str | None, int], dict[str, A
 
 def _spread(r: dict[str, Any]) -> str:
     runs = r.get("pooled_seconds") or [r["seconds"]]
-    cell = document.cells({**r, "seconds": min(runs)})["Headroom"]
-    return cell if len(runs) == 1 else f"{cell} – {document.cells({**r, 'seconds': max(runs)})['Headroom']}"
+    cell = document.seconds_cell({**r, "seconds": min(runs)}, "seconds")
+    return cell if len(runs) == 1 else f"{cell} – {document.seconds_cell({**r, 'seconds': max(runs)}, 'seconds')}"
 
 
 def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
@@ -136,7 +141,7 @@ def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
         ok = now["seconds"] <= old["seconds"]
         if not ok:
             slower.append(now["name"])
-        rows.append({"benchmark": now["name"], "size": document.cells(now)["size"], "here": _spread(now),
+        rows.append({"benchmark": now["name"], "size": document.samples_cell(now["samples"]), "here": _spread(now),
                      "then": _spread(old), "change": f"{change:+.0%}", "no slower": "yes" if ok else "**no**",
                      "note": _work_note(now, old, commit)})
     columns = [Column("benchmark"), Column("size", align="right"), Column("this commit", key="here", align="right"),
@@ -149,7 +154,7 @@ def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
            f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each figure is the best "
            "of the runs that have its row; where there are several, the range of their figures is given, which "
            "is how much the machine itself moves. Rows at one commit only are left out.", "",
-           provenance_block(prov), "", table(rows, columns), "",
+           provenance_block(prov), *_pooled_line(prov), "", table(rows, columns), "",
            f"{len(rows) - len(slower)} of {len(rows)} rows no slower than at `{commit}`"
            + (f"; slower: {', '.join(dict.fromkeys(slower))}." if slower else ".")]
     return "\n".join(out) + "\n"
@@ -168,7 +173,7 @@ def _run(doc: dict[str, Any], command: str | None) -> str:
               "the JSON's fields are on the [bench command's page](cli/bench.md). The goals are set for `--size "
               "full`; a smaller run says whether each pair agrees and how the ratios stand, not whether a goal is "
               "met.", ""] if command is not None else [""])
-    out = [*head, *intro, provenance_block(doc.get("provenance")), "",
+    out = [*head, *intro, provenance_block(doc.get("provenance")), *_pooled_line(doc.get("provenance")), "",
            table(rows, COLUMNS), "", document.RATIO_NOTE]
     if doc.get("growth_exponent") is not None:
         out.append(f"Growth exponent of the cube build (time ∝ samples^k): k = {doc['growth_exponent']:.2f}.")

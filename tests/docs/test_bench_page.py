@@ -81,6 +81,7 @@ def test_the_comparison_says_which_rows_are_no_slower_and_counts_the_twin_runs()
     text = bench.comparison(now, then)
     assert text.startswith("## Against `fffffff`")
     assert "(2 here, 2 there)" in text and "at commit `ffffffffff`" in text
+    assert "The best of 2 runs of that command, started at 2026-12-06T02:00:00Z, 2026-12-06T04:00:00Z." in text
     # best of each side: 0.80 against 0.85 (-6 %), 14.0 against 3.0 (+367 %); parquet_load only there
     assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms – 950.0 ms | -6% | yes |" in text
     assert "| scenario_grid | 10 | 14.00 s – 15.00 s | 3.00 s – 3.50 s | +367% | **no** |" in text
