@@ -114,15 +114,22 @@ def _spread(r: dict[str, Any]) -> str:
 def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
     """For a row that replays scenarios: the twin runs it took here and there, and the time per run."""
     d, b = now["detail"], then["detail"]
-    if "twin_runs" not in d:
-        return ""
-    here = now["seconds"] / d["twin_runs"]
-    least = b.get("twin_runs") or b["scenarios"] * b["seeds"]  # a run per seed at the least
-    at_most = "" if "twin_runs" in b else "at most "
-    there = then["seconds"] / least
-    return (f"{d['twin_runs']} twin runs here, {d['envelope_runs']} of them the sensitivity envelope of backlogged "
-            f"scenarios; {b.get('twin_runs', f'at least {least}')} at {commit}; per run {here:.2f} s here, "
-            f"{at_most}{there:.2f} s there")
+    out = []
+    phases = [k for k in ("load", "pull", "analyse", "grid") if f"{k}_s" in d and f"{k}_s" in b]
+    if phases:  # a row of phases (the months'): which of them moved
+        here = " / ".join(f"{d[k + '_s']:.0f}" for k in phases)
+        there = " / ".join(f"{b[k + '_s']:.0f}" for k in phases)
+        out.append(f"{' / '.join(phases)} {here} s here, {there} s there")
+    if "twin_runs" in d:
+        # the grid's own time per run: the whole row's for scenario_grid, the grid phase's for a month
+        here_s, there_s = (d["grid_s"], b["grid_s"]) if "grid_s" in d and "grid_s" in b else (now["seconds"],
+                                                                                              then["seconds"])
+        least = b.get("twin_runs") or b["scenarios"] * b["seeds"]  # a run per seed at the least
+        at_most = "" if "twin_runs" in b else "at most "
+        out.append(f"the grid's {d['twin_runs']} twin runs here, {d['envelope_runs']} of them the sensitivity "
+                   f"envelope of backlogged scenarios; {b.get('twin_runs', f'at least {least}')} at {commit}; per "
+                   f"run {here_s / d['twin_runs']:.2f} s here, {at_most}{there_s / least:.2f} s there")
+    return "; ".join(out)
 
 
 def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:

@@ -86,10 +86,23 @@ def test_the_comparison_says_which_rows_are_no_slower_and_counts_the_twin_runs()
     assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms – 950.0 ms | -6% | yes |" in text
     assert "| scenario_grid | 10 | 14.00 s – 15.00 s | 3.00 s – 3.50 s | +367% | **no** |" in text
     # 28 runs here, at least 10 there (its bench did not count them): 0.50 s a run here, at most 0.30 there
-    assert ("28 twin runs here, 18 of them the sensitivity envelope of backlogged scenarios; at least 10 at "
-            "fffffff; per run 0.50 s here, at most 0.30 s there") in text
+    assert ("the grid's 28 twin runs here, 18 of them the sensitivity envelope of backlogged scenarios; at least "
+            "10 at fffffff; per run 0.50 s here, at most 0.30 s there") in text
     assert "parquet_load" not in text
     assert text.rstrip().endswith("1 of 2 rows no slower than at `fffffff`; slower: scenario_grid.")
+
+
+def test_a_month_rows_note_says_which_phase_moved_and_its_grids_runs() -> None:
+    phases = {"load_s": 113.2, "analyse_s": 151.4, "grid_s": 222.3, "scenarios": 6, "seeds": 3}
+    now = _doc("1" * 40, "2026-12-06T01:00:00Z", [_row("economics_month", 486.9, "sequential", 638.0, 185_192_288,
+                                                         twin_runs=28, envelope_runs=10, **phases)])
+    then = _doc("f" * 40, "2026-12-06T02:00:00Z", [_row("economics_month", 217.6, "sequential", 296.0, 185_192_288,
+                                                          load_s=85.2, analyse_s=53.0, grid_s=79.5, scenarios=6, seeds=3)])
+    text = bench.comparison(now, then)
+    # 222.3 s over 28 runs here, 79.5 s over at least 18 there
+    assert ("| economics_month | 185.2 M | 486.90 s | 217.60 s | +124% | **no** | load / analyse / grid 113 / 151 / "
+            "222 s here, 85 / 53 / 80 s there; the grid's 28 twin runs here, 10 of them the sensitivity envelope of "
+            "backlogged scenarios; at least 18 at fffffff; per run 7.94 s here, at most 4.42 s there |") in text
 
 
 def test_the_generator_pools_and_compares_from_files(tmp_path: Path) -> None:
