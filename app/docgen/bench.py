@@ -8,7 +8,8 @@ from typing import Any
 from app.bench import document
 from app.docgen.tables import Column, generated_header, provenance_block, table
 
-COMMAND = ("python -m app.docgen bench --from docs/data/bench.json,docs/data/bench-month15.json "
+COMMAND = ("python -m app.docgen bench --from docs/data/bench.json+docs/data/bench-2.json,"
+           "docs/data/bench-month15.json --against docs/data/bench-fc9d294.json+docs/data/bench-fc9d294-2.json "
            "--out docs/benchmarks.md")
 
 COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom", align="right"),
@@ -35,6 +36,8 @@ def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
                 out.append(f"- {phase}: {d[phase + '_s']:,.1f} s, peak RSS {d.get(phase + '_peak_rss_mb', 0):,.0f} MiB")
         if met is False and d.get("tried"):
             out += ["", "Tried: " + "; ".join(d["tried"]) + "."]
+        if not d.get("profile") and not d.get("tried") and not any(f"{k}_s" in d for k in ("load", "pull")):
+            out.append("- this run recorded no profile of it; its note in the table gives what it was measured against")
     if out:
         out = ["", "## Where the time goes", *out]
     return out
@@ -115,8 +118,10 @@ def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
     """For a row that replays scenarios: the twin runs it took here and there, and the time per run."""
     d, b = now["detail"], then["detail"]
     out = []
-    phases = [k for k in ("load", "pull", "analyse", "grid") if f"{k}_s" in d and f"{k}_s" in b]
-    if phases:  # a row of phases (the months'): which of them moved
+    # a row whose time is its phases' sum (the months'): which of them moved
+    phases = [k for k in ("load", "pull", "analyse", "grid") if f"{k}_s" in d and f"{k}_s" in b
+              and now["name"].startswith("economics_month")]
+    if phases:
         here = " / ".join(f"{d[k + '_s']:.0f}" for k in phases)
         there = " / ".join(f"{b[k + '_s']:.0f}" for k in phases)
         out.append(f"{' / '.join(phases)} {here} s here, {there} s there")

@@ -198,7 +198,10 @@ def test_the_cli_reference_is_the_parsers() -> None:
 
 @pytest.mark.parametrize(("page", "source", "render"), [
     ("benchmarks.md", "bench.json", lambda doc: bench.page(
-        doc, also=[json.loads((DOCS / "data" / "bench-month15.json").read_text())])),
+        bench.pooled([doc, json.loads((DOCS / "data" / "bench-2.json").read_text())]),
+        also=[json.loads((DOCS / "data" / "bench-month15.json").read_text())],
+        against=bench.pooled([json.loads((DOCS / "data" / name).read_text())
+                              for name in ("bench-fc9d294.json", "bench-fc9d294-2.json")]))),
     ("accuracy.md", "accuracy.json", lambda doc: accuracy.page(
         doc, also=[json.loads((DOCS / "data" / "accuracy-prefix.json").read_text())])),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
