@@ -83,9 +83,11 @@ def check_both_ways(ws: Workspace, cube_id: int, window_s: int, promises: list[p
         want = range_rows(ws, cube_id, promises, max(start, s0), min(end, s0 + step), include_failed)
         assert_same_row(row, want.loc[row["path"]], f"step {s0} {row['path']}")
     # the steps without a row are those promise__shares has none for (no requests: a gap, an idle path);
+    # 24 steps spread over the whole range (its gap and restart included), not the first 40 in a row
     shown = set(zip(screen.windows["path"], screen.windows["window_start"], strict=True))
     first = start + timedelta(seconds=-(start - datetime(1970, 1, 1)).total_seconds() % window_s)  # a window's start
-    for k in range(min(40, math.ceil((end - first) / step))):
+    n_steps = math.ceil((end - first) / step)
+    for k in sorted(set(np.linspace(0, n_steps - 1, min(24, n_steps)).astype(int))):
         t = first + k * step
         want = range_rows(ws, cube_id, promises, t, min(end, t + step), include_failed)
         for path in whole.index:
