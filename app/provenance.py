@@ -75,17 +75,18 @@ def stamp(path: Path, command: str, root: Path, finished: datetime | None = None
     doc = json.loads(path.read_text())
     if doc.get("provenance"):
         raise ValueError(f"{path} already says where it came from (commit {doc['provenance'].get('commit')})")
-    if _git("rev-parse", "HEAD", root=root) is None:
-        raise ValueError(f"{root} is not a git tree: its commit cannot be read")
     end = finished or datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    doc["provenance"] = record(command, root, end - timedelta(seconds=float(doc.get("total_seconds") or 0)))
+    prov = record(command, root, end - timedelta(seconds=float(doc.get("total_seconds") or 0)))
+    if prov["commit"] is None:
+        raise ValueError(f"{root} is not a git tree: its commit cannot be read")
+    doc["provenance"] = prov
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    return doc["provenance"]
+    return prov
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m app.provenance FILE.json --tree DIR --command CMD``: :func:`stamp`."""
-    p = argparse.ArgumentParser(prog="python -m app.provenance", description=stamp.__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m app.provenance", description="give a JSON document an older commit's tool wrote the provenance of the tree that ran it")
     p.add_argument("file", type=Path, help="the JSON document the older tool wrote")
     p.add_argument("--tree", type=Path, required=True, help="the git work tree whose code wrote it")
     p.add_argument("--command", required=True, help="the command that wrote it, as it was run")

@@ -115,7 +115,7 @@ def _spread(r: dict[str, Any]) -> str:
 
 
 def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
-    """For a row that replays scenarios: the twin runs it took here and there, and the time per run."""
+    """What a row's work was on each side: a month's phases, and a grid's twin runs and time per run."""
     d, b = now["detail"], then["detail"]
     out = []
     # a row whose time is its phases' sum (the months'): which of them moved
