@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -256,11 +257,25 @@ def test_residual_views_on_a_session_are_those_of_a_call_of_their_own(
 def test_closing_on_the_shares_on_two_processes_is_closing_in_this_one(
         bundled: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
     """``close_on_shares`` (its sweeps' candidates replayed together) moves the scales as far with the
-    residual's runs in this process as on two processes."""
+    residual's runs in this process as on two processes. A move the clamp stops at a factor it has just
+    tried keeps that factor's views, which are the moved model's residual views, run for run; every
+    other move replays them."""
     a = bundled
     views = scenarios.residual_views(a.model, a.demand, a.observed.replicas, a.thresholds, 2)
+    replays: list[str] = []
+    replay = scenarios.residual_views
+    monkeypatch.setattr(scenarios, "residual_views", lambda *args, **kw: replays.append("") or replay(*args, **kw))
     here = scenarios.close_on_shares(a.model, a.demand, a.observed, a.thresholds, 2, views)
+    monkeypatch.undo()
     assert here[2], "the uncalibrated twin is off the observed shares: the sweeps move a scale"
+    _same_views([here[1]], [scenarios.residual_views(here[0], a.demand, a.observed.replicas, a.thresholds, 2)])
+    # a scale's first move starts from 1: clamped, it stops at a tried factor (x0.950 or x1.050)
+    first_moves = {}
+    for text in here[2]:
+        first_moves.setdefault(text.split(" x")[0], text)
+    kept = [t for t in first_moves.values() if re.search(r" x(0\.950|1\.050) of", t)]
+    assert kept, f"the bundled day's closing is clamped on its first move: {here[2]}"
+    assert len(replays) == len(here[2]) - len(kept)
     monkeypatch.setattr(scenarios, "PARALLEL_RESIDUAL_REQUESTS", 0)
     with scenarios.residual_pool(a.demand, a.observed.replicas, a.thresholds) as pool:
         there = scenarios.close_on_shares(a.model, a.demand, a.observed, a.thresholds, 2, views, pool=pool)

@@ -531,7 +531,11 @@ def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thr
             continue
         moved[name] *= factor
         model = _varied(model, name, factor)
-        views = residual_views(model, demand, observed.replicas, thresholds, seeds, pool)
+        # a move the clamp stopped at a factor just tried is that model, whose views were replayed with
+        # the same seeds on the same pool: they are its residual views, run for run (a month's replays
+        # are minutes each)
+        views = next((v for f, v in zip(factors, tried, strict=True) if f == factor), None) or residual_views(
+            model, demand, observed.replicas, thresholds, seeds, pool)
         closed.append(f"{what} x{factor:.3f} of the means' calibration: the {metric.upper()} share at the observed "
                       f"N {100 * pred:.2f} % against {100 * obs:.2f} % observed, now "
                       f"{100 * _pooled(views, observed, metric)[1]:.2f} %")
