@@ -198,10 +198,10 @@ def test_the_cli_reference_is_the_parsers() -> None:
 
 @pytest.mark.parametrize(("page", "source", "render"), [
     ("benchmarks.md", "bench.json", lambda doc: bench.page(
-        bench.pooled([doc, json.loads((DOCS / "data" / "bench-2.json").read_text())]),
+        bench.pooled([doc, *(json.loads((DOCS / "data" / f"bench-{k}.json").read_text()) for k in (2, 3, 4))]),
         also=[json.loads((DOCS / "data" / "bench-month15.json").read_text())],
-        against=bench.pooled([json.loads((DOCS / "data" / name).read_text())
-                              for name in ("bench-fc9d294.json", "bench-fc9d294-2.json")]))),
+        against=bench.pooled([json.loads((DOCS / "data" / name).read_text()) for name in (
+            "bench-fc9d294.json", "bench-fc9d294-2.json", "bench-fc9d294-3.json", "bench-fc9d294-4.json")]))),
     ("accuracy.md", "accuracy.json", lambda doc: accuracy.page(
         doc, also=[json.loads((DOCS / "data" / "accuracy-prefix.json").read_text())])),
     ("accuracy-policies.md", "accuracy-policies.json", accuracy.page),
