@@ -283,6 +283,25 @@ def test_closing_on_the_shares_on_two_processes_is_closing_in_this_one(
     _same_views([there[1]], [here[1]])
 
 
+def test_a_scale_is_not_tried_again_on_the_model_it_was_tried_on(
+        bundled: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no sweep moves a scale (here no share answers one), the second sweep would replay each scale
+    on the same model to the same answer: each is tried once."""
+    a = bundled
+    views = scenarios.residual_views(a.model, a.demand, a.observed.replicas, a.thresholds, 2)
+    tried: list[int] = []
+    many = scenarios.many_views
+    monkeypatch.setattr(scenarios, "many_views", lambda models, *args, **kw: tried.append(len(models))
+                        or many(models, *args, **kw))
+    monkeypatch.setattr(scenarios, "_crossing", lambda _points, _target: None)
+    with scenarios.residual_pool(a.demand, a.observed.replicas, a.thresholds) as pool:  # one call, one try
+        model, got, closed = scenarios.close_on_shares(a.model, a.demand, a.observed, a.thresholds, 2, views,
+                                                       pool=pool)
+    assert closed == [] and model.assumptions == a.model.assumptions and got is views
+    # the uncalibrated twin is off both observed shares (the closing test above moves both scales)
+    assert tried == [2, 2]
+
+
 @pytest.mark.parametrize("name", ["overloaded pair, queues", "tight KV, preemptions", "power of two",
                                   "small budget, no reservation, watermark, batch squared"])
 def test_a_counted_run_counts_what_the_full_rows_count(name: str) -> None:

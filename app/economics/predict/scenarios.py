@@ -511,11 +511,18 @@ def close_on_shares(model: ReplicaModel, demand: Demand, observed: Observed, thr
     demand, replicas and thresholds (default: one of its own for each replay)."""
     closed = []
     moved = {"prefill_scale": 1.0, "tpot_scale": 1.0}
+    tried_at: dict[str, tuple[float, ...]] = {}  # per scale, the moves made when it was last tried
     # each level moves the other's share too (a slower decode step queues prefills longer): two sweeps
     for name, metric, what in CLOSING * 2:
         obs, pred, noise = _pooled(views, observed, metric)
         if not (math.isfinite(obs) and math.isfinite(pred)) or abs(pred - obs) <= noise:
             continue
+        # a scale tried again on the model it was last tried on (nothing moved since) would replay the
+        # same runs to the same answer: on a month, two whole-month replays per seed for nothing
+        at = tuple(moved.values())
+        if tried_at.get(name) == at:
+            continue
+        tried_at[name] = at
         say(f"moving {what} within {SHARE_CLOSE_MAX:.0%} to meet the observed {metric.upper()} share")
         factors = (1 - SHARE_CLOSE_MAX, 1 + SHARE_CLOSE_MAX)  # both replayed at once, on every worker
         tried = many_views([_varied(model, name, f) for f in factors], demand, observed.replicas, thresholds,
