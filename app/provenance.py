@@ -86,7 +86,8 @@ def stamp(path: Path, command: str, root: Path, finished: datetime | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m app.provenance FILE.json --tree DIR --command CMD``: :func:`stamp`."""
-    p = argparse.ArgumentParser(prog="python -m app.provenance", description="give a JSON document an older commit's tool wrote the provenance of the tree that ran it")
+    p = argparse.ArgumentParser(prog="python -m app.provenance", description=(
+        "give a JSON document an older commit's tool wrote the provenance of the tree that ran it"))
     p.add_argument("file", type=Path, help="the JSON document the older tool wrote")
     p.add_argument("--tree", type=Path, required=True, help="the git work tree whose code wrote it")
     p.add_argument("--command", required=True, help="the command that wrote it, as it was run")
