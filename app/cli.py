@@ -1018,10 +1018,13 @@ def dashboard_argv(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--max-upload-mb {args.max_upload_mb}: must be at least 1")
     app_path = Path(__file__).resolve().parent / "streamlit_app.py"
     # Always headless: Streamlit's first non-headless start asks for an e-mail address on stdin,
-    # which blocks a terminal and kills a non-interactive start.
+    # which blocks a terminal and kills a non-interactive start. No file watcher: it serves editing
+    # the app's source, and after every script run it resolves the path of each imported module
+    # (numba, scipy, pandas...), a sixth of the server's CPU when sessions interact.
     return ["streamlit", "run", str(app_path), "--server.port", str(args.port), "--server.address", args.host,
             "--server.enableXsrfProtection", "true", "--server.maxUploadSize", str(args.max_upload_mb),
-            "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra]
+            "--server.headless", "true", "--server.fileWatcherType", "none",
+            "--browser.gatherUsageStats", "false", *extra]
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:

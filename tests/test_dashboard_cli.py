@@ -115,6 +115,7 @@ def test_the_server_options_of_headroom_dashboard() -> None:
     assert _option(argv, "--server.address") == "127.0.0.1"
     assert _option(argv, "--server.enableXsrfProtection") == "true"
     assert _option(argv, "--server.maxUploadSize") == str(cli.DEFAULT_MAX_UPLOAD_MB) == "1024"
+    assert _option(argv, "--server.fileWatcherType") == "none"  # no module rescan after every run
     argv = cli.dashboard_argv(_args("--host", "0.0.0.0", "--max-upload-mb", "50", "--port", "9000",
                                     "--", "--server.baseUrlPath", "headroom"))
     assert argv[-2:] == ["--server.baseUrlPath", "headroom"]
