@@ -70,9 +70,12 @@ accepted_prefixes as (
 ),
 
 family_map as (
-    select family, family as known, '' as prefix
-    from selected_families
-    where family in (select known from known_families)
+    -- from the map's side: a load's own series are not yet committed, so DuckDB has no distinct count
+    -- of their families and would take each series for a family of its own; sized by the map, this
+    -- stays the small side of the join with the series (10^6 series of one family: 9 s against 3.6 s)
+    select known as family, known, '' as prefix
+    from known_families
+    where known in (select family from selected_families)
     union all
     select family, arg_max(known, length(known)) as known, arg_max(prefix, length(known)) as prefix
     from prefixed_candidates
