@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.economics.predict.scenarios import PARALLEL_GRID_REQUESTS, local_executor
-from app.economics.run.executors import LocalProcesses, LocalSession, Placement
+from app.economics.run.executors import LocalProcesses, LocalSession, Placement, passes
 
 
 def _share(job: tuple[str, int]) -> str:
@@ -92,6 +92,42 @@ def test_a_session_keeps_each_workers_shares_from_one_call_to_the_next() -> None
         assert not any(m for _, (_, m, _) in second)  # the second call found each share where it ran
         pids = {pid for _, (_, _, pid) in first + second}
         assert (pids == {os.getpid()}) == (workers == 1) and len(pids) == workers
+
+
+class _Recording:
+    """An executor that is not local processes: it runs each call here and records it."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Any]] = []
+
+    def describe(self) -> str:
+        return "recording"
+
+    def run(self, fn, context, jobs, say=None, affinity=None):  # type: ignore[no-untyped-def]
+        self.calls.append(list(jobs))
+        cache: dict[Any, Any] = {}
+        for job in jobs:
+            yield job, fn(context, job, cache)
+
+
+def test_a_grids_passes_share_its_local_processes() -> None:
+    """A grid's second pass (the envelope of backlogged scenarios) runs on the processes of its first:
+    no new process, each share found where it was made; the values are a fresh call's. Another
+    executor is called once per pass."""
+    first, second = [("a", 0), ("b", 0)], [("b", 3), ("a", 3)]
+    fresh = {job: value for job, (value, _, _) in LocalProcesses(1).run(_made, 10, first + second)}
+    with passes(LocalProcesses(2), 10, len(first)) as run_pass:
+        one = list(run_pass(_made, first, affinity=_share))
+        two = list(run_pass(_made, second, affinity=_share))
+    assert {job: value for job, (value, _, _) in one + two} == fresh
+    assert len({pid for _, (_, _, pid) in one + two}) == 2 and os.getpid() not in {pid for _, (_, _, pid) in one}
+    assert not any(m for _, (_, m, _) in two)  # made in the first pass, by the process that runs it again
+    recording = _Recording()
+    with passes(recording, 10, len(first)) as run_pass:
+        got = list(run_pass(_made, first, affinity=_share)) + list(run_pass(_made, second, affinity=_share))
+    assert recording.calls == [first, second] and {job: v for job, (v, _, _) in got} == fresh
+    with passes(LocalProcesses(2), 10, 1) as run_pass:  # one job: this process, as LocalProcesses runs it
+        assert [pid for _, (_, _, pid) in run_pass(_made, first[:1])] == [os.getpid()]
 
 
 def test_a_grid_too_small_to_pay_for_workers_runs_in_this_process() -> None:

@@ -36,7 +36,7 @@ from app.economics.model.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel
 from app.economics.model.demand import Demand, observed_demand
 from app.economics.predict import calibration, conversations
 from app.economics.run import compiled
-from app.economics.run.executors import Executor, LocalProcesses, LocalSession
+from app.economics.run.executors import Executor, LocalProcesses, LocalSession, passes
 from app.economics.run.replay import (
     PREFIX_BYTES,
     RequestSet,
@@ -935,7 +935,7 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
         # turn made every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x
         # 3-seed grid)
         by_cost = sorted(batch, key=lambda j: (-j.traffic * j.context, j.traffic, j.context, j.seed, j.replicas))
-        for job, run in executor.run(_run, analysis, by_cost, say=progress, affinity=_share):
+        for job, run in run_pass(_run, by_cost, say=progress, affinity=_share):
             results[job] = run
             sc = (job.replicas, job.traffic, job.context)
             mine = planned[sc]
@@ -957,8 +957,9 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
             if on_run:
                 on_run(len(results), total, message)
 
-    run_jobs(jobs)
-    second = [j for mine in planned.values() for j in mine if j not in results]
-    if second:
-        run_jobs(second)
+    with passes(executor, analysis, len(jobs)) as run_pass:
+        run_jobs(jobs)
+        second = [j for mine in planned.values() for j in mine if j not in results]
+        if second:
+            run_jobs(second)
     return {sc: out[sc] for sc in planned}

@@ -25,6 +25,7 @@ from concurrent.futures import (
     as_completed,
     wait,
 )
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 RunFn = Callable[[Any, Any, dict[Any, Any]], Any]  # fn(context, job, cache) -> result
@@ -225,3 +226,20 @@ class LocalSession:
         # a worker given no share of its own this time still holds the one it had
         self.held = [m if m is not None else (self.held[w] if w < len(self.held) else None)
                      for w, m in enumerate(placement.mine)]
+
+
+Pass = Callable[..., Iterator[tuple[Any, Any]]]  # run_pass(fn, jobs, say=None, affinity=None)
+
+
+@contextmanager
+def passes(executor: Executor, context: Any, jobs: int) -> Iterator[Pass]:
+    """``run_pass(fn, jobs, say, affinity)``: ``executor.run`` of one context, for a call that runs its
+    jobs in several passes (a grid's second pass, for the envelope of the scenarios the first found
+    backlogged). Local processes (more than one for the first pass's ``jobs``) are kept from one pass to
+    the next as a :class:`LocalSession`: the second pass starts no process (two seconds or more each)
+    and a worker finds the requests it synthesized. Any other executor runs each pass on its own."""
+    if isinstance(executor, LocalProcesses) and min(executor.workers or default_workers(), jobs) > 1:
+        with LocalSession(context, min(executor.workers or default_workers(), jobs)) as session:
+            yield lambda fn, batch, say=None, affinity=None: session.run(fn, batch, affinity)
+    else:
+        yield lambda fn, batch, say=None, affinity=None: executor.run(fn, context, batch, say, affinity)
