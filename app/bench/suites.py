@@ -65,7 +65,7 @@ class Size:
     replay_hours: float
     grid_replicas: tuple[int, ...]
     grid_traffic: tuple[float, ...]
-    repeat: int
+    repeat: int  # runs of each timing, the best kept (small: one; it checks the pairs, not the figures)
     interaction_budget_s: float
     month_hours: float  # the economics_month export: hours x replicas, simulated
     month_replicas: int
@@ -79,7 +79,7 @@ class Size:
 SIZES = {
     "small": Size("small", text_lines=50_000, cube_samples=(100_000, 300_000, 1_000_000), cube_files=(1, 1, 1),
                   pandas_at=300_000, interaction_days=3, interaction_paths=10, replay_hours=0.5,
-                  grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=3, interaction_budget_s=6,
+                  grid_replicas=(3, 4, 5, 6, 8), grid_traffic=(1.0, 1.5), repeat=1, interaction_budget_s=6,
                   month_hours=0.5, month_replicas=4, month_grid_replicas=(3, 4, 5), month_grid_traffic=(1.0, 1.5),
                   month_seeds=2, month15_hours=1, month15_replicas=4),
     "full": Size("full", text_lines=1_000_000, cube_samples=(1_000_000, 10_000_000, 100_000_000),
