@@ -9,15 +9,14 @@ The 10^6-series case is left to the CLI test (a 60 MB upload says nothing more a
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from app import cli
 from app.escape import visible
-from tests.bad_inputs.corpus import GOOD, cases, good_file
+from tests.bad_inputs.corpus import GOOD, cases
+from tests.bad_inputs.together import MAX_DECOMPRESSED, loaded_together
 from tests.support.browser import SLOW, chromium, require_browser, scratch_dirs, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -30,25 +29,20 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _cli_reports(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:
-    cli.main(["load", *map(str, paths), "--format", "json", "--db", ":memory:"])
-    return {f["file"]: f for f in json.loads(capsys.readouterr().out)["files"]}
-
-
-def test_the_corpus_through_the_data_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_corpus_through_the_data_page(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+                                          worker_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     require_browser()
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.delenv("HEADROOM_DB", raising=False)
-    monkeypatch.setenv("HEADROOM_MAX_DECOMPRESSED", str(4 << 20))  # the gzip bomb case, as the CLI test
-    files = tmp_path / "files"
-    files.mkdir()
-    monkeypatch.chdir(files)  # bare names, as the page names an upload
+    monkeypatch.setenv("HEADROOM_MAX_DECOMPRESSED", MAX_DECOMPRESSED)  # the server's, as the CLI's (the gzip bomb)
+
+    # the CLI's report of the same files in one `headroom load` (made once per run, shared with the CLI test)
+    done = loaded_together(tmp_path_factory, worker_id)
     corpus = [c for c in cases() if not c.slow]
-    uploads = [c.write(Path(".")) for c in corpus] + [good_file(Path("."))]
-    expected = _cli_reports(uploads, capsys)
-    assert expected["good.prom"]["status"] == "loaded"
+    uploads = [done.directory / name for name in done.names]
+    expected = done.reports
+    assert done.good["status"] == "loaded" and done.names[-1] == "good.prom"
 
     scratch = scratch_dirs(tmp_path)
     sample = tmp_path / "sample.prom"  # an empty workspace opens on this: small, and not one of the uploads
@@ -58,7 +52,7 @@ def test_the_corpus_through_the_data_page(tmp_path: Path, monkeypatch: pytest.Mo
         page = browser.new_page(viewport={"width": 1400, "height": 2400})
         page.goto(url)
         expect(page.get_by_text("1: bundled sample")).to_be_visible(timeout=SLOW)
-        page.locator('input[type="file"]').first.set_input_files([files / u for u in uploads])
+        page.locator('input[type="file"]').first.set_input_files(uploads)
         expect(page.get_by_test_id("stFileChip")).to_have_count(len(uploads), timeout=SLOW)
         page.get_by_role("button", name="Load", exact=True).click()
         alerts = page.get_by_test_id("stAlert")

@@ -5,18 +5,17 @@ kept and how), never a traceback, and the good file still loads."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
 from app import cli
 from tests.bad_inputs.corpus import Case, cases, good_file
+from tests.bad_inputs.together import MAX_DECOMPRESSED, Together, loaded_together
 from tests.support.paths import ROOT as REPO
 
 CASES = cases()
@@ -30,34 +29,20 @@ def _load(capsys: pytest.CaptureFixture[str], *paths: Path) -> tuple[list[dict],
     return files, err
 
 
+@pytest.fixture(autouse=True)
 def _small_gzip_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HEADROOM_DB", raising=False)
-    monkeypatch.setenv("HEADROOM_MAX_DECOMPRESSED", str(4 << 20))  # the bomb case: 4 MiB
-
-
-@pytest.fixture(autouse=True)
-def _limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    _small_gzip_limit(monkeypatch)
+    monkeypatch.setenv("HEADROOM_MAX_DECOMPRESSED", MAX_DECOMPRESSED)  # the bomb case: 4 MiB
 
 
 @pytest.fixture(scope="module")
-def together(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], dict, str]:
-    """One ``headroom load`` of every quick kind and the good file (the good one last): each file's
-    report by name, the good file's, and what the load wrote on stderr. One call, as a user drops a folder of exports: a bad
-    file never loses the others, and a workspace of dozens of loads costs dozens, not twice as many."""
-    directory = tmp_path_factory.mktemp("corpus")
-    with pytest.MonkeyPatch.context() as mp:
-        _small_gzip_limit(mp)
-        mp.chdir(directory)  # files named as a user names them, so messages start with the name
-        paths = [c.write(Path(".")) for c in CASES if not c.slow] + [good_file(Path("."))]
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            rc = cli.main(["load", *map(str, paths), "--format", "json", "--db", ":memory:"])
-    files = json.loads(out.getvalue())["files"]
-    assert [f["file"] for f in files] == [p.name for p in paths]
-    assert rc == (1 if any(f["status"] == "failed" for f in files) else 0)
-    reports = {f["file"]: f for f in files}
-    return reports, reports[paths[-1].name], err.getvalue()
+def together(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Together:
+    """One ``headroom load`` of every quick kind and the good file (the good one last), as a user drops
+    a folder of exports: a bad file never loses the others."""
+    done = loaded_together(tmp_path_factory, worker_id)
+    assert list(done.reports) == done.names
+    assert done.rc == (1 if any(f["status"] == "failed" for f in done.reports.values()) else 0)
+    return done
 
 
 def test_the_corpus_is_large_enough() -> None:
@@ -73,9 +58,9 @@ def test_bad_input_beside_a_good_file(case: Case, tmp_path: Path, capsys: pytest
         bad = case.write(Path("."))
         (bad_report, good_report), err = _load(capsys, bad, good_file(Path(".")))
     else:
-        reports, good_report, err = request.getfixturevalue("together")
-        bad = Path(case.filename)
-        bad_report = reports[bad.name]
+        done = request.getfixturevalue("together")
+        bad, good_report, err = Path(case.filename), done.good, done.stderr
+        bad_report = done.reports[bad.name]
     assert "Traceback" not in err
     assert good_report["status"] == "loaded", good_report["errors"]
     assert good_report["samples"] == 24 and good_report["signals"] == ["running", "ttft"]
