@@ -633,10 +633,13 @@ def _crossing(points: list[tuple[float, float]], target: float) -> float | None:
 
 
 PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a spawned process costs more
-# Below this many requests replayed by a grid's runs in all, the grid runs in this process: a spawned
-# worker's start (its imports, numba's cached engine: about 3 s) costs more than the runs it would
-# share (the bundled day's 10-scenario grid, 6.2 M requests: 3.9 s in this process, 6.6 s on two).
-PARALLEL_GRID_REQUESTS = 12_000_000
+# Below this many requests replayed by a grid's planned runs in all, the grid runs in this process:
+# starting the workers (their imports, the analysis, numba's cached engine: 2 to 3 s, once for both
+# passes) costs about what two processes save on 6 M requests (a run replays about a million requests
+# a second). Backlogged scenarios add their envelope in a second pass, which only the workers save on:
+# the bench's day, 10 scenarios planned at 6.0 M requests and replayed in 28 runs, 12.5 s in this
+# process and 9.3 s on two.
+PARALLEL_GRID_REQUESTS = 6_000_000
 
 
 def local_executor(analysis: Analysis, traffics: Sequence[float], workers: int | None) -> LocalProcesses:
