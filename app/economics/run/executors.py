@@ -238,8 +238,9 @@ def passes(executor: Executor, context: Any, jobs: int) -> Iterator[Pass]:
     backlogged). Local processes (more than one for the first pass's ``jobs``) are kept from one pass to
     the next as a :class:`LocalSession`: the second pass starts no process (two seconds or more each)
     and a worker finds the requests it synthesized. Any other executor runs each pass on its own."""
-    if isinstance(executor, LocalProcesses) and min(executor.workers or default_workers(), jobs) > 1:
-        with LocalSession(context, min(executor.workers or default_workers(), jobs)) as session:
+    workers = min(executor.workers or default_workers(), jobs) if isinstance(executor, LocalProcesses) else 1
+    if workers > 1:
+        with LocalSession(context, workers) as session:
             yield lambda fn, batch, say=None, affinity=None: session.run(fn, batch, affinity)
     else:
         yield lambda fn, batch, say=None, affinity=None: executor.run(fn, context, batch, say, affinity)
