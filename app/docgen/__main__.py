@@ -69,5 +69,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(text)
     return 0
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

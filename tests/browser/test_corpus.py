@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.escape import visible
-from tests.bad_inputs.corpus import GOOD, cases
-from tests.bad_inputs.together import MAX_DECOMPRESSED, loaded_together
+from tests.bad_inputs.corpus import GOOD
+from tests.bad_inputs.together import MAX_DECOMPRESSED, loaded_together, quick_cases
 from tests.support.browser import SLOW, chromium, require_browser, scratch_dirs, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -39,7 +39,7 @@ def test_the_corpus_through_the_data_page(tmp_path: Path, tmp_path_factory: pyte
 
     # the CLI's report of the same files in one `headroom load` (made once per run, shared with the CLI test)
     done = loaded_together(tmp_path_factory, worker_id)
-    corpus = [c for c in cases() if not c.slow]
+    corpus = quick_cases()
     uploads = [done.directory / name for name in done.names]
     expected = done.reports
     assert done.good["status"] == "loaded" and done.names[-1] == "good.prom"

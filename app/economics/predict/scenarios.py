@@ -36,7 +36,7 @@ from app.economics.model.capacity import VLLM_KV_HINT, Assumptions, ReplicaModel
 from app.economics.model.demand import Demand, observed_demand
 from app.economics.predict import calibration, conversations
 from app.economics.run import compiled
-from app.economics.run.executors import Executor, LocalProcesses, LocalSession, passes
+from app.economics.run.executors import Executor, LocalProcesses, LocalSession, Pass, passes
 from app.economics.run.replay import (
     PREFIX_BYTES,
     RequestSet,
@@ -929,7 +929,7 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     out: dict[Scenario, list[Prediction]] = {}
     total = len(jobs)
 
-    def run_jobs(batch: list[_Job]) -> None:
+    def run_jobs(run_pass: Pass, batch: list[_Job]) -> None:
         nonlocal total
         # longest first (more demand, then fewer replicas: longer queues), so that the last runs to
         # finish are short ones and no worker idles while one long run remains; the runs of one
@@ -961,8 +961,8 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
                 on_run(len(results), total, message)
 
     with passes(executor, analysis, len(jobs)) as run_pass:
-        run_jobs(jobs)
+        run_jobs(run_pass, jobs)
         second = [j for mine in planned.values() for j in mine if j not in results]
         if second:
-            run_jobs(second)
+            run_jobs(run_pass, second)
     return {sc: out[sc] for sc in planned}
