@@ -160,7 +160,7 @@ def _commit_staged(con: duckdb.DuckDBPyConnection, staged: ingest.Staged, src: i
         notes.append(f"the file holds only metadata ({n_families} families declared by # HELP/# TYPE) and no "
                      "samples yet (a server that has served nothing?): loaded with no samples")
     if not staged.series_staged:  # the checks of app.ingest made it already
-        con.execute("create or replace temp table stage_series as " + sql.get("ingest__staged_series").sql)
+        sql.materialize(con, "ingest__staged_series", "stage_series")
     dataset_id = con.execute("select nextval('dataset_ids')").fetchone()[0]
     sql.execute(con, "ingest__insert_series")
     sql.execute(con, "ingest__insert_samples", dataset_id=dataset_id)

@@ -30,7 +30,11 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,6 +300,38 @@ def ensure_macros(con: duckdb.DuckDBPyConnection) -> None:
         install_macros(con)
 
 
+# while ``statement_times`` lasts: {query name: [calls, seconds]} of the named queries run in this context
+_TIMES: ContextVar[dict[str, list[float]] | None] = ContextVar("headroom_statement_times", default=None)
+
+
+@contextmanager
+def statement_times() -> Iterator[dict[str, list[float]]]:
+    """While it lasts, each named query this module runs in this context (this thread; a thread it
+    starts has a context of its own) adds one call and its seconds to ``{name: [calls, seconds]}``.
+    A load or a cube build spends its time inside a few statements, which a Python profile shows as
+    one ``execute``: this says which. Statements run outside this module (DDL, transaction control,
+    the readers' checks on a file) are not in it."""
+    times: dict[str, list[float]] = {}
+    token = _TIMES.set(times)
+    try:
+        yield times
+    finally:
+        _TIMES.reset(token)
+
+
+def _timed(q: Query, run: Callable[[], Any]) -> Any:
+    times = _TIMES.get()
+    if times is None:
+        return run()
+    t0 = time.perf_counter()
+    try:
+        return run()
+    finally:
+        entry = times.setdefault(q.name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - t0
+
+
 def df(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any):
     """Run query ``name`` (a name of ``queries/``, or a :class:`Query` of another folder) on ``con`` and
     return a pandas DataFrame.
@@ -303,7 +339,8 @@ def df(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any):
     Pass ``workspace.cursor()`` from another thread; pass the connection itself inside a
     transaction or when the query reads TEMP tables (cursors do not see them)."""
     q = _query(name)
-    return con.execute(q.sql, _checked(q, params)).df()
+    values = _checked(q, params)
+    return _timed(q, lambda: con.execute(q.sql, values).df())
 
 
 def arrow(con: duckdb.DuckDBPyConnection, name: str | Query, *, batch_rows: int | None = None, **params: Any) -> Any:
@@ -313,8 +350,8 @@ def arrow(con: duckdb.DuckDBPyConnection, name: str | Query, *, batch_rows: int 
     q = _query(name)
     text, values = q.sql, _checked(q, params)
     if _submit is not None:
-        return _submit(con, text, values, "arrow", batch_rows or _BATCH).arrow_table()
-    return con.sql(text, params=values).to_arrow_table()
+        return _timed(q, lambda: _submit(con, text, values, "arrow", batch_rows or _BATCH).arrow_table())
+    return _timed(q, lambda: con.sql(text, params=values).to_arrow_table())
 
 
 def to_pandas(table: Any) -> Any:
@@ -330,13 +367,15 @@ def to_pandas(table: Any) -> Any:
 def rows(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any) -> list[tuple]:
     """Run query ``name`` on ``con`` and return its rows."""
     q = _query(name)
-    return con.execute(q.sql, _checked(q, params)).fetchall()
+    values = _checked(q, params)
+    return _timed(q, lambda: con.execute(q.sql, values).fetchall())
 
 
 def execute(con: duckdb.DuckDBPyConnection, name: str | Query, **params: Any) -> None:
     """Run a DML query (``insert ... select``) on ``con`` itself, so it joins the caller's transaction."""
     q = _query(name)
-    con.execute(q.sql, _checked(q, params))
+    values = _checked(q, params)
+    _timed(q, lambda: con.execute(q.sql, values))
 
 
 def _query(name: str | Query) -> Query:
@@ -361,7 +400,8 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str | Query, table: str, t
         raise ValueError(f"bad table name {table!r}")
     kind = "temp table" if temp else "table"
     q = _query(name)
-    con.execute(f"create or replace {kind} {table} as {q.sql}", _checked(q, params))
+    values = _checked(q, params)
+    _timed(q, lambda: con.execute(f"create or replace {kind} {table} as {q.sql}", values))
 
 
 def temp_view(con: duckdb.DuckDBPyConnection, name: str | Query, view: str) -> None:
@@ -379,4 +419,5 @@ def insert_into(con: duckdb.DuckDBPyConnection, name: str | Query, table: str, *
     if not _IDENT_RE.match(table):
         raise ValueError(f"bad table name {table!r}")
     q = _query(name)
-    con.execute(f"insert into {table} {q.sql}", _checked(q, params))
+    values = _checked(q, params)
+    _timed(q, lambda: con.execute(f"insert into {table} {q.sql}", values))

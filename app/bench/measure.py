@@ -70,6 +70,48 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[list[float], Any]:
     return runs, value
 
 
+def statements(times: dict[str, list[float]], total_s: float, top: int = 8) -> list[dict[str, Any]]:
+    """Where a call of ``total_s`` seconds went, by named query (``app.sql.statement_times``): the
+    ``top`` queries by seconds (``query``, ``calls``, ``s``), then the other named queries together and
+    the time outside every named query (Python, DDL, transaction control, the readers' own checks)."""
+    ranked = sorted(times.items(), key=lambda kv: -kv[1][1])
+    out = [{"query": name, "calls": int(calls), "s": round(seconds, 4)} for name, (calls, seconds) in ranked[:top]]
+    rest = ranked[top:]
+    if rest:
+        out.append({"query": f"the other {len(rest)} named queries", "calls": int(sum(c for _, (c, _s) in rest)),
+                    "s": round(sum(s for _, (_c, s) in rest), 4)})
+    named = sum(s for _, (_c, s) in ranked)
+    out.append({"query": "outside the named queries", "calls": None, "s": round(max(total_s - named, 0.0), 4)})
+    return out
+
+
+class Steps:
+    """A progress callback that times the steps it announces: each message starts a step that lasts
+    until the next message (or :meth:`done`), and is passed on to ``say``."""
+
+    def __init__(self, say: Callable[[str], None] = lambda _m: None) -> None:
+        self._say = say
+        self._steps: list[dict[str, Any]] = []
+        self._started = time.perf_counter()
+        self._current = "before the first message"
+
+    def __call__(self, message: str) -> None:
+        self._close()
+        self._current = message.strip()
+        self._say(message)
+
+    def _close(self) -> None:
+        now = time.perf_counter()
+        self._steps.append({"step": self._current, "s": round(now - self._started, 3)})
+        self._started = now
+
+    def done(self) -> list[dict[str, Any]]:
+        """The steps so far, in order, with their seconds (a step that took no measurable time is left out)."""
+        self._close()
+        steps, self._steps = [s for s in self._steps if s["s"] > 0.0005], []
+        return steps
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MiB (the JSON keeps the name ``peak_rss_mb``):
     ``VmHWM`` of ``/proc/self/status`` (the high-water mark of this program's memory; ``getrusage``'s

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app import load
-from app.bench.measure import peak_rss_mb
+from app import load, sql
+from app.bench.measure import Steps, peak_rss_mb, statements
 
 # the figures are those of a workspace mapped by model_name (its stored mapping, so the cube a load keeps is
 # the one the cube task asks for, and the pandas reference groups the same way)
@@ -37,15 +37,18 @@ def _load(task: dict[str, Any]) -> dict[str, Any]:
     with Workspace(task["db"]) as ws:
         ws.con.execute("set enable_progress_bar = false")
         ws.set_paths(PATH_LABELS)
-        t0 = time.perf_counter()
-        for path in task["files"]:
-            t = time.perf_counter()
-            report = load.load_file(ws, Path(path))
-            if report.status != "loaded":
-                raise RuntimeError(f"{path}: {report.status} {report.errors}")
-            per_file.append({"file": Path(path).name, "seconds": time.perf_counter() - t, "samples": report.samples})
-        seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "samples": sum(f["samples"] for f in per_file), "per_file": per_file}
+        with sql.statement_times() as times:
+            t0 = time.perf_counter()
+            for path in task["files"]:
+                t = time.perf_counter()
+                report = load.load_file(ws, Path(path))
+                if report.status != "loaded":
+                    raise RuntimeError(f"{path}: {report.status} {report.errors}")
+                per_file.append({"file": Path(path).name, "seconds": time.perf_counter() - t,
+                                 "samples": report.samples})
+            seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "samples": sum(f["samples"] for f in per_file), "per_file": per_file,
+            "statements": statements(times, seconds)}
 
 
 def _cube(task: dict[str, Any]) -> dict[str, Any]:
@@ -69,15 +72,17 @@ def _cube(task: dict[str, Any]) -> dict[str, Any]:
             with ws.transaction() as con:
                 for dataset_id in ws.dataset_ids():
                     drop_cubes_for(con, dataset_id)
-            t0 = time.perf_counter()
-            cube_id = ensure_cube(ws, None, window_s, PATH_LABELS)
-            seconds = time.perf_counter() - t0
+            with sql.statement_times() as times:
+                t0 = time.perf_counter()
+                cube_id = ensure_cube(ws, None, window_s, PATH_LABELS)
+                seconds = time.perf_counter() - t0
             if not cube_frame(ws, cube_id).equals(found):
                 raise AssertionError("the cube the load kept differs from the cube built from scratch")
         rows = ws.con.execute("select count(*) from cube_rows where cube_id = $id", {"id": cube_id}).fetchone()[0]
         if task.get("dump"):
             cube_frame(ws, cube_id).to_parquet(task["dump"], index=False)
-    return {"seconds": seconds, "first_seconds": first, "kept": kept, "cube_rows": int(rows)}
+    return {"seconds": seconds, "first_seconds": first, "kept": kept, "cube_rows": int(rows),
+            "statements": statements(times, seconds) if kept else []}
 
 
 # every aggregate is summed so that none is pruned; first/last by time and min/max are what a
@@ -173,16 +178,21 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
 
     db = Path(task["db"])
     with _fresh_workspace(db) as ws:
-        t0 = time.perf_counter()
-        report = load.load_file(ws, Path(task["metrics"]))
-        if report.status != "loaded":
-            raise RuntimeError(f"{task['metrics']}: {report.status} {report.errors}")
-        phase("load", time.perf_counter() - t0)
+        with sql.statement_times() as times:
+            t0 = time.perf_counter()
+            report = load.load_file(ws, Path(task["metrics"]))
+            if report.status != "loaded":
+                raise RuntimeError(f"{task['metrics']}: {report.status} {report.errors}")
+            seconds = time.perf_counter() - t0
+        load_statements = statements(times, seconds)
+        phase("load", seconds)
+        steps = Steps(_say)  # the analyse's own progress messages mark its steps
         with ChildMemory() as pool:  # a month's residual runs its seeds in local processes
             t0 = time.perf_counter()
             analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], PATH_LABELS,
-                                         progress=_say)
+                                         progress=steps)
             seconds = time.perf_counter() - t0
+        analyse_steps = steps.done()
         phase("analyse", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
     replicas, traffic, seeds = list(task["replicas"]), list(task["traffic"]), int(task["seeds"])
     hours = analysis.demand.duration_s / 3600
@@ -210,6 +220,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
             counter_magnitudes(ws, ws.dataset_ids(), PATH_LABELS).to_parquet(magnitudes_path(task["dump_cube"]),
                                                                              index=False)
     return {"phases": phases, "peak_reset": resettable, "samples": report.samples,
+            "load_statements": load_statements, "analyse_steps": analyse_steps,
             "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
             "demand_window_s": analysis.demand.window_s, "scrape_interval_s": report.scrape_interval_s,
             "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,8 +21,9 @@ COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom"
 
 
 def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
-    """Per result with a profile (the bench's cProfile of the call, per call) or a goal not met: where its
-    time goes and, for a goal not met, what was tried (the row's ``tried``)."""
+    """Per result with a profile (the bench's cProfile of the call, per call), its statements (the named
+    queries' seconds) or a goal not met: where its time goes and, for a goal not met, what was tried
+    (the row's ``tried``)."""
     out: list[str] = []
     for r in doc["results"]:
         d = r["detail"]
@@ -32,15 +34,37 @@ def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
         if d.get("profile"):
             out.append("")
             out += [f"- `{p['function']}`: {p['ms']:,.1f} ms per call (cumulative)" for p in d["profile"]]
+        if d.get("statements"):
+            out += _statement_lines(d["statements"], "by statement")
         for phase in ("load", "pull", "analyse", "grid"):
             if f"{phase}_s" in d and r["name"].startswith("economics_month"):
                 out.append(f"- {phase}: {d[phase + '_s']:,.1f} s, peak RSS {d.get(phase + '_peak_rss_mb', 0):,.0f} MiB")
+        if d.get("load_statements"):
+            out += _statement_lines(d["load_statements"], "the load by statement")
+        if d.get("analyse_steps"):
+            out += ["", "the analyse by step (each from its progress message to the next):", ""]
+            out += [f"- {_seconds(s['s'])}: {s['step']}" for s in d["analyse_steps"]]
         if met is False and d.get("tried"):
             out += ["", "Tried: " + "; ".join(d["tried"]) + "."]
-        if not d.get("profile") and not d.get("tried") and not any(f"{k}_s" in d for k in ("load", "pull")):
+        if not any(d.get(k) for k in ("profile", "tried", "statements")) and not any(
+                f"{k}_s" in d for k in ("load", "pull")):
             out.append("- this run recorded no profile of it; its note in the table gives what it was measured against")
     if out:
         out = ["", "## Where the time goes", *out]
+    return out
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:,.1f} ms" if s < 1 else f"{s:,.1f} s"
+
+
+def _statement_lines(rows: Sequence[dict[str, Any]], what: str) -> list[str]:
+    """``measure.statements``' rows: each named query's seconds and calls, then the rest."""
+    out = ["", f"{what} (`app.sql.statement_times`: the named queries of `queries/`):", ""]
+    for s in rows:
+        name = s["query"] if s["calls"] is None or s["query"].startswith("the other ") else f"`{s['query']}`"
+        calls = "" if s["calls"] is None else f" in {s['calls']:,} call{'' if s['calls'] == 1 else 's'}"
+        out.append(f"- {name}: {_seconds(s['s'])}{calls}")
     return out
 
 
@@ -138,37 +162,62 @@ def _work_note(now: dict[str, Any], then: dict[str, Any], commit: str) -> str:
     return "; ".join(out)
 
 
+def verdict(here: Sequence[float], there: Sequence[float]) -> str:
+    """Whether a row is no slower than at the earlier commit, from the runs of each (alternating on one
+    machine): ``yes`` when this commit's median is at most the other's; ``within the noise`` when it is
+    above it but the two commits' runs overlap (this commit's fastest is no slower than the other's
+    slowest: the machine's own variation covers the difference); else ``no``. One run a side has no
+    spread to read a difference against: above is ``no``."""
+    if statistics.median(here) <= statistics.median(there) * (1 + 1e-9):  # equal up to the float sum
+        return "yes"
+    if len(here) > 1 and len(there) > 1 and min(here) <= max(there):
+        return "within the noise"
+    return "no"
+
+
 def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
     """``doc``'s rows beside the same benchmarks at an earlier commit (``base``, run on the same machine):
-    each row's best figure on both sides, the change, and whether it is no slower; the runs' spread on
-    each side, so that a difference can be read against the machine's own variation."""
+    each row's runs on both sides (their range), the change of the medians, whether it is no slower
+    (:func:`verdict`) and how many of the alternating pairs of runs were slower here."""
     prov = base.get("provenance") or {}
     commit = (prov.get("commit") or "?")[:7]
     then = _keyed(base)
-    rows, slower = [], []
+    rows, slower, noise = [], [], []
     for key, now in _keyed(doc).items():
         old = then.get(key)
         if old is None or old.get("unit") != now.get("unit"):
             continue
-        change = now["seconds"] / old["seconds"] - 1
-        ok = now["seconds"] <= old["seconds"]
-        if not ok:
+        here = now.get("pooled_seconds") or [now["seconds"]]
+        there = old.get("pooled_seconds") or [old["seconds"]]
+        change = statistics.median(here) / statistics.median(there) - 1
+        said = verdict(here, there)
+        if said == "no":
             slower.append(now["name"])
+        elif said != "yes":
+            noise.append(now["name"])
+        pairs = list(zip(here, there, strict=False))
+        paired = (f"{sum(a > b for a, b in pairs)} of {len(pairs)} pairs of runs slower here" if len(pairs) > 1
+                  else "")
         rows.append({"benchmark": now["name"], "size": document.samples_cell(now["samples"]), "here": _spread(now),
-                     "then": _spread(old), "change": f"{change:+.0%}", "no slower": "yes" if ok else "**no**",
-                     "note": _work_note(now, old, commit)})
+                     "then": _spread(old), "change": f"{change:+.0%}",
+                     "no slower": "**no**" if said == "no" else said,
+                     "note": "; ".join(x for x in (paired, _work_note(now, old, commit)) if x)})
     columns = [Column("benchmark"), Column("size", align="right"), Column("this commit", key="here", align="right"),
-               Column(commit, key="then", align="right"), Column("change", align="right"),
+               Column(commit, key="then", align="right"), Column("change of the medians", key="change", align="right"),
                Column("no slower", value=lambda c: c["no slower"]), Column("note")]
     runs_here = len(doc["provenance"].get("pooled") or [1])
     runs_then = len(prov.get("pooled") or [1])
     out = [f"## Against `{commit}`", "",
            f"The rows above beside the same benchmarks at commit `{commit}`, measured on the same machine, the "
-           f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each figure is the best "
-           "of the runs that have its row; where there are several, the range of their figures is given, which "
-           "is how much the machine itself moves. Rows at one commit only are left out.", "",
+           f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each cell is the range of "
+           "the runs that have its row, which is how much the machine itself moves; the change is that of the "
+           "medians. A row is no slower when its median is at most the other commit's; **within the noise** when "
+           "it is above it but the two commits' runs overlap (the fastest here no slower than the slowest there: "
+           "on this machine the difference cannot be told from its own variation); otherwise slower. The pairs "
+           "are the runs of the two commits taken in turn. Rows at one commit only are left out.", "",
            provenance_block(prov), *_pooled_line(prov), "", table(rows, columns), "",
-           f"{len(rows) - len(slower)} of {len(rows)} rows no slower than at `{commit}`"
+           f"{len(rows) - len(slower) - len(noise)} of {len(rows)} rows no slower than at `{commit}`"
+           + (f"; within the noise: {', '.join(dict.fromkeys(noise))}" if noise else "")
            + (f"; slower: {', '.join(dict.fromkeys(slower))}." if slower else ".")]
     return "\n".join(out) + "\n"
 

@@ -82,14 +82,51 @@ def test_the_comparison_says_which_rows_are_no_slower_and_counts_the_twin_runs()
     assert text.startswith("## Against `fffffff`")
     assert "(2 here, 2 there)" in text and "at commit `ffffffffff`" in text
     assert "The best of 2 runs of that command, started at 2026-12-06T02:00:00Z, 2026-12-06T04:00:00Z." in text
-    # best of each side: 0.80 against 0.85 (-6 %), 14.0 against 3.0 (+367 %); parquet_load only there
-    assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms – 950.0 ms | -6% | yes |" in text
-    assert "| scenario_grid | 10 | 14.00 s – 15.00 s | 3.00 s – 3.50 s | +367% | **no** |" in text
+    # medians: 0.85 against 0.90 (-6 %), 14.5 against 3.25 (+346 %); parquet_load only there; the pairs
+    # (0.90, 0.85) and (0.80, 0.95): one slower here
+    assert ("| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms – 950.0 ms | -6% | yes | 1 of 2 pairs of runs "
+            "slower here |") in text
+    assert "| scenario_grid | 10 | 14.00 s – 15.00 s | 3.00 s – 3.50 s | +346% | **no** | 2 of 2 pairs" in text
     # 28 runs here, at least 10 there (its bench did not count them): 0.50 s a run here, at most 0.30 there
     assert ("the grid's 28 twin runs here, 18 of them the sensitivity envelope of backlogged scenarios; at least "
             "10 at fffffff; per run 0.50 s here, at most 0.30 s there") in text
     assert "parquet_load" not in text
     assert text.rstrip().endswith("1 of 2 rows no slower than at `fffffff`; slower: scenario_grid.")
+
+
+def test_a_row_above_the_other_commits_median_is_slower_only_beyond_the_runs_spread() -> None:
+    assert bench.verdict([0.9, 1.2], [1.0, 1.1]) == "yes"  # medians 1.05 and 1.05
+    assert bench.verdict([1.0, 1.3], [0.9, 1.1]) == "within the noise"  # 1.15 above 1.0; 1.0 within 0.9-1.1
+    assert bench.verdict([1.2, 1.3], [0.9, 1.1]) == "no"  # the fastest here slower than the slowest there
+    assert bench.verdict([1.0], [0.9]) == "no"  # one run a side: no spread to read it against
+    assert bench.verdict([0.9], [1.0]) == "yes"
+    now = bench.pooled([_doc("1" * 40, f"2026-12-06T0{h}:00:00Z", [_row("cube_build", s, "bare_scan", 0.5, 10)])
+                        for h, s in ((1, 1.0), (3, 1.3))])
+    then = bench.pooled([_doc("f" * 40, f"2026-12-06T0{h}:00:00Z", [_row("cube_build", s, "bare_scan", 0.5, 10)])
+                         for h, s in ((2, 0.9), (4, 1.1))])
+    text = bench.comparison(now, then)
+    assert "| cube_build | 10 | 1.00 s – 1.30 s | 900.0 ms – 1.10 s | +15% | within the noise | 2 of 2 pairs" in text
+    assert text.rstrip().endswith("0 of 1 rows no slower than at `fffffff`; within the noise: cube_build.")
+
+
+def test_where_the_time_goes_lists_the_statements_and_the_analyses_steps() -> None:
+    statements = [{"query": "ingest__insert_samples", "calls": 1, "s": 3.25}, {"query": "cube__build", "calls": 2, "s": 0.5},
+                  {"query": "the other 7 named queries", "calls": 9, "s": 0.0421},
+                  {"query": "outside the named queries", "calls": None, "s": 1.5}]
+    steps = [{"step": "before the first message", "s": 12.0},
+             {"step": "moving the prefill time within 5% to meet the observed TTFT share", "s": 58.6}]
+    doc = _doc("1" * 40, "2026-12-06T01:00:00Z", [
+        _row("cube_build", 5.0, "bare_scan", 0.5, 10, statements=statements),
+        _row("economics_month", 400.0, "sequential", 500.0, 10, load_s=100.0, analyse_s=120.0, grid_s=180.0,
+             load_statements=statements[:1], analyse_steps=steps)])
+    text = "\n".join(bench.where_the_time_goes(doc))
+    assert ("**cube_build** (goal not met): where the time goes.\n\nby statement (`app.sql.statement_times`: the "
+            "named queries of `queries/`):\n\n- `ingest__insert_samples`: 3.2 s in 1 call\n- `cube__build`: 500.0 ms "
+            "in 2 calls\n- the other 7 named queries: 42.1 ms in 9 calls\n- outside the named queries: 1.5 s") in text
+    assert "no profile" not in text
+    assert "- analyse: 120.0 s" in text and "the load by statement" in text
+    assert ("the analyse by step (each from its progress message to the next):\n\n- 12.0 s: before the first "
+            "message\n- 58.6 s: moving the prefill time within 5% to meet the observed TTFT share") in text
 
 
 def test_a_month_rows_note_says_which_phase_moved_and_its_grids_runs() -> None:
@@ -115,7 +152,7 @@ def test_the_generator_pools_and_compares_from_files(tmp_path: Path) -> None:
                    "--out", str(out)]) == 0
     text = out.read_text()
     assert f"--from {files['a1']}+{files['a2']} --against {files['b1']} --out {out}" in text
-    assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms | -6% | yes |" in text
+    assert "| text_ingest | – | 800.0 ms – 900.0 ms | 850.0 ms | +0% | yes |" in text  # medians 0.85 and 0.85
     assert docgen(["accuracy", "--from", f"{files['a1']}+{files['a2']}"]) == 1  # only the bench page pools
 
 
