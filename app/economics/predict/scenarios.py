@@ -636,9 +636,8 @@ PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a s
 # Below this many requests replayed by a grid's planned runs in all, the grid runs in this process:
 # starting the workers (their imports, the analysis, numba's cached engine: 2 to 3 s, once for both
 # passes) costs about what two processes save on 6 M requests (a run replays about a million requests
-# a second). Backlogged scenarios add their envelope in a second pass, which only the workers save on:
-# the bench's day, 10 scenarios planned at 6.0 M requests and replayed in 28 runs, 12.5 s in this
-# process and 9.3 s on two.
+# a second). The envelope runs of scenarios foreseen backlogged (``_foreseen_backlog``) count; those
+# of a backlog not foreseen come in a second pass, after the choice.
 PARALLEL_GRID_REQUESTS = 6_000_000
 
 
@@ -768,9 +767,20 @@ class _Job:
 
 def _jobs(analysis: Analysis, replicas: int, traffic: float, context: float, seeds: int) -> list[_Job]:
     jobs = [_Job(replicas, traffic, context, 2000 + s, "fit") for s in range(seeds)]
-    if _needs_envelope(analysis, replicas, traffic, context):
+    if _needs_envelope(analysis, replicas, traffic, context) or _foreseen_backlog(analysis, replicas, traffic, context):
         jobs += [_Job(replicas, traffic, context, 2000, v) for v in ("worse", "better")]
     return jobs
+
+
+def _foreseen_backlog(analysis: Analysis, replicas: int, traffic: float, context: float) -> bool:
+    """Whether a scenario's twin fleet will queue a backlog (``BACKLOG_S``), so that its envelope's runs
+    are planned with its seeds instead of in a second pass: the observed fleet saturated and the
+    scenario loads a replica at least as much. Planning only places runs: a scenario's interval spans
+    the envelope when its own runs show the backlog (``_assemble``), so a wrong guess costs two runs
+    and changes no value. Planned, the runs count towards the grid's size (``local_executor``) and
+    share the first pass's queue, longest first."""
+    loaded = traffic * context / replicas >= 1.0 / max(analysis.observed.replicas, 1) - 1e-12
+    return analysis.model.saturation_observed and loaded
 
 
 def _variant(model: ReplicaModel, variant: str) -> ReplicaModel:
