@@ -322,6 +322,7 @@ def _against_prometheus(fleet: generate.FleetInfo, cube: dict, workdir: Path, lo
         name="promql_cube", samples=fleet.samples, seconds=cube["seconds"], reference="promql",
         reference_seconds=min(runs), peak_rss_mb=cube["peak_rss_mb"], runs=[cube["seconds"]], reference_runs=runs,
         detail={"queries": len(promql.cube_queries(WINDOW_S)), "backfill_s": round(backfill_s, 2),
+                "statements": cube.get("statements", []),
                 "promql_ttft_count": round(sanity.get("ttft_count", 0.0), 1),
                 "what": "Headroom's cube build against the PromQL range queries giving the same rows "
                         "(step = window), on the same samples backfilled into Prometheus"})]
@@ -580,7 +581,7 @@ def scenario_replay(size: Size, workdir: Path, log: Log,
     grid = [(n, g) for g in size.grid_traffic for n in size.grid_replicas]
     replica_hours = sum(n * hours for n, _ in grid)
     workers = default_workers()
-    chosen = scenarios.local_executor(analysis, [g for _, g in grid], None)
+    chosen = scenarios.grid_executor(analysis, [(n, g, 1.0) for n, g in grid], 1)
     log(f"  {len(grid)}-scenario grid, 1 seed each, as headroom scenarios runs it ({chosen.describe()}):")
     twin_runs: list[int] = []  # the runs it took: a backlogged scenario adds its envelope's two
     t0 = time.perf_counter()
@@ -750,6 +751,7 @@ def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: 
                    for k in ("analyse", "grid") for m in ("workers", "tree")},
                 "peak_reset_per_phase": res["peak_reset"], "flagged_predictions": res["flagged"],
                 "load_statements": res.get("load_statements", []), "analyse_steps": res.get("analyse_steps", []),
+                "analyse_statements": res.get("analyse_statements", []),
                 "s_per_replica_hour": round(ph["grid"]["seconds"] / replica_hours, 5),
                 "what": "load (Workspace.load_file) + analyse (fit, demand, calibration, residual) + a "
                         f"{scenarios_n}-scenario grid x {size.month_seeds} seeds on every core, in one fresh "

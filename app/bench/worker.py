@@ -62,9 +62,10 @@ def _cube(task: dict[str, Any]) -> dict[str, Any]:
         ws.con.execute("set enable_progress_bar = false")
         cubes = "select count(*) from cube_index"  # every load keeps one: the table is there
         before = ws.con.execute(cubes).fetchone()[0]
-        t0 = time.perf_counter()
-        cube_id = ensure_cube(ws, None, window_s, PATH_LABELS)
-        first = time.perf_counter() - t0
+        with sql.statement_times() as times:
+            t0 = time.perf_counter()
+            cube_id = ensure_cube(ws, None, window_s, PATH_LABELS)
+            first = time.perf_counter() - t0
         seconds = first
         kept = ws.con.execute(cubes).fetchone()[0] == before  # found, not built
         if kept:
@@ -82,7 +83,7 @@ def _cube(task: dict[str, Any]) -> dict[str, Any]:
         if task.get("dump"):
             cube_frame(ws, cube_id).to_parquet(task["dump"], index=False)
     return {"seconds": seconds, "first_seconds": first, "kept": kept, "cube_rows": int(rows),
-            "statements": statements(times, seconds) if kept else []}
+            "statements": statements(times, seconds)}
 
 
 # every aggregate is summed so that none is pruned; first/last by time and min/max are what a
@@ -187,12 +188,12 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
         load_statements = statements(times, seconds)
         phase("load", seconds)
         steps = Steps(_say)  # the analyse's own progress messages mark its steps
-        with ChildMemory() as pool:  # a month's residual runs its seeds in local processes
+        with ChildMemory() as pool, sql.statement_times() as times:  # the residual's seeds in local processes
             t0 = time.perf_counter()
             analysis = scenarios.analyse(ws, ws.dataset_ids(), [Promise(ttft_s=0.5, tpot_s=0.05)], PATH_LABELS,
                                          progress=steps)
             seconds = time.perf_counter() - t0
-        analyse_steps = steps.done()
+        analyse_steps, analyse_statements = steps.done(), statements(times, seconds)
         phase("analyse", seconds, workers_peak_rss_mb=pool.child_peak_mb, tree_peak_rss_mb=pool.tree_peak_mb)
     replicas, traffic, seeds = list(task["replicas"]), list(task["traffic"]), int(task["seeds"])
     hours = analysis.demand.duration_s / 3600
@@ -221,6 +222,7 @@ def _month(task: dict[str, Any]) -> dict[str, Any]:
                                                                              index=False)
     return {"phases": phases, "peak_reset": resettable, "samples": report.samples,
             "load_statements": load_statements, "analyse_steps": analyse_steps,
+            "analyse_statements": analyse_statements,
             "observed_replicas": analysis.observed.replicas, "demand_hours": hours,
             "demand_window_s": analysis.demand.window_s, "scrape_interval_s": report.scrape_interval_s,
             "requests": {p.name: float(p.requests.sum()) for p in analysis.demand.paths},

@@ -44,6 +44,8 @@ def where_the_time_goes(doc: dict[str, Any]) -> list[str]:
         if d.get("analyse_steps"):
             out += ["", "the analyse by step (each from its progress message to the next):", ""]
             out += [f"- {_seconds(s['s'])}: {s['step']}" for s in d["analyse_steps"]]
+        if d.get("analyse_statements"):
+            out += _statement_lines(d["analyse_statements"], "the analyse by statement, the twin's runs outside")
         if met is False and d.get("tried"):
             out += ["", "Tried: " + "; ".join(d["tried"]) + "."]
         if not any(d.get(k) for k in ("profile", "tried", "statements")) and not any(

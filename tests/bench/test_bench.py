@@ -147,6 +147,17 @@ def test_small_bench_prints_the_documented_json(tmp_path: Path) -> None:
     assert grid["twin_runs"] == grid["scenarios"] * grid["seeds"] + grid["envelope_runs"]
     assert grid["envelope_runs"] % 2 == 0 and grid["envelope_runs"] <= 2 * grid["scenarios"]
     assert all(month[f"{k}_peak_rss_mb"] > 0 for k in ("load", "analyse", "grid", "grid_sequential"))
+    # where the time goes: each load's and cube build's named queries, then the time outside them; the
+    # month's analyse step by step, from its own progress messages
+    for name in ("text_ingest", "parquet_load", "cube_build", "promql_cube"):
+        if name in by_name:
+            rows = by_name[name]["detail"]["statements"]
+            assert rows[-1]["query"] == "outside the named queries" and rows[0]["calls"] >= 1, name
+    assert any(s["query"] == "cube__build" for s in by_name["cube_build"]["detail"]["statements"])
+    assert any(s["query"] == "ingest__insert_samples" for s in month["load_statements"])
+    assert month["analyse_statements"][-1]["query"] == "outside the named queries"
+    steps = [s["step"] for s in month["analyse_steps"] if s["step"] != "before the first message"]
+    assert steps[0].startswith("fitting the replica model") and any("the residual" in s for s in steps)
     assert by_name["economics_month"]["peak_rss_mb"] == max(
         month[f"{k}_peak_rss_mb"] for k in ("load", "analyse", "grid", "grid_sequential"))
     # the promise change is looked up at the screen's resolution, its range rows those of promise.shares

@@ -118,7 +118,7 @@ def test_where_the_time_goes_lists_the_statements_and_the_analyses_steps() -> No
     doc = _doc("1" * 40, "2026-12-06T01:00:00Z", [
         _row("cube_build", 5.0, "bare_scan", 0.5, 10, statements=statements),
         _row("economics_month", 400.0, "sequential", 500.0, 10, load_s=100.0, analyse_s=120.0, grid_s=180.0,
-             load_statements=statements[:1], analyse_steps=steps)])
+             load_statements=statements[:1], analyse_steps=steps, analyse_statements=statements[3:])])
     text = "\n".join(bench.where_the_time_goes(doc))
     assert ("**cube_build** (goal not met): where the time goes.\n\nby statement (`app.sql.statement_times`: the "
             "named queries of `queries/`):\n\n- `ingest__insert_samples`: 3.2 s in 1 call\n- `cube__build`: 500.0 ms "
@@ -127,6 +127,8 @@ def test_where_the_time_goes_lists_the_statements_and_the_analyses_steps() -> No
     assert "- analyse: 120.0 s" in text and "the load by statement" in text
     assert ("the analyse by step (each from its progress message to the next):\n\n- 12.0 s: before the first "
             "message\n- 58.6 s: moving the prefill time within 5% to meet the observed TTFT share") in text
+    assert ("the analyse by statement, the twin's runs outside (`app.sql.statement_times`: the named queries "
+            "of `queries/`):\n\n- outside the named queries: 1.5 s") in text
 
 
 def test_a_month_rows_note_says_which_phase_moved_and_its_grids_runs() -> None:

@@ -70,3 +70,16 @@ def test_planned_or_found_in_a_second_pass_the_predictions_are_the_same(
     again = scenarios.grid(analysis, [2, 3], [1.0], seeds=2, executor=found)
     assert len(found.calls) == 2 and len(found.calls[1]) == 4  # both envelopes in the second pass
     assert [repr(asdict(p)) for p in again] == [repr(asdict(p)) for p in got]
+
+
+def test_the_planned_envelope_counts_towards_the_grids_size(analysis: scenarios.Analysis,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local processes are started for a grid that replays enough requests (``PARALLEL_GRID_REQUESTS``):
+    the runs it plans count, the envelope's of N'=2 with them (6 runs at traffic x1, against 4 unforeseen)."""
+    one_run = sum(float(p.requests.sum()) for p in analysis.demand.paths)
+    grid = [(2, 1.0, 1.0), (3, 1.0, 1.0)]
+    monkeypatch.setattr(scenarios, "PARALLEL_GRID_REQUESTS", 5 * one_run)
+    assert scenarios.grid_executor(analysis, grid, 2).workers is None  # every core
+    assert scenarios.grid_executor(analysis, grid, 2, workers=1).workers == 1
+    monkeypatch.setattr(scenarios, "_foreseen_backlog", lambda *_args: False)
+    assert scenarios.grid_executor(analysis, grid, 2).workers == 1  # 4 runs: this process

@@ -289,6 +289,7 @@ def analyse(ws: Workspace, dataset_ids: list[int], promises: list[Promise], path
     # the residual replay the fleet as it was observed (its cache as the export shows it)
     scenario_prefix = assumptions.prefix_cache
     assumptions = replace(assumptions, prefix_cache="shared" if scenario_prefix == "shared" else None)
+    say("fitting the replica model, the demand and the observed shares on the export")
     fitted = fit(ws, dataset_ids, promises, path_labels, assumptions, observed_replicas)
     # what each path's cached share is made of (a shared prefix, conversations): arithmetic now, the
     # twin's own served share once it is calibrated
@@ -641,6 +642,14 @@ PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a s
 PARALLEL_GRID_REQUESTS = 6_000_000
 
 
+def grid_executor(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int,
+                  workers: int | None = None) -> LocalProcesses:
+    """The local processes ``run_scenarios`` runs these scenarios on when given no executor: chosen on
+    the runs it plans (the seeds', and the envelope's where it is flagged or foreseen)."""
+    return local_executor(analysis, [j.traffic for n, g, m in scenarios_ for j in _jobs(analysis, n, g, m, seeds)],
+                          workers)
+
+
 def local_executor(analysis: Analysis, traffics: Sequence[float], workers: int | None) -> LocalProcesses:
     """Local processes for runs at these traffic multipliers (one per run): ``workers`` when given,
     else this process alone for a grid too small to pay for starting workers, else every core."""
@@ -777,7 +786,7 @@ def _foreseen_backlog(analysis: Analysis, replicas: int, traffic: float, context
     are planned with its seeds instead of in a second pass: the observed fleet saturated and the
     scenario loads a replica at least as much. Planning only places runs: a scenario's interval spans
     the envelope when its own runs show the backlog (``_assemble``), so a wrong guess costs two runs
-    and changes no value. Planned, the runs count towards the grid's size (``local_executor``) and
+    and changes no value. Planned, the runs count towards the grid's size (``grid_executor``) and
     share the first pass's queue, longest first."""
     loaded = traffic * context / replicas >= 1.0 / max(analysis.observed.replicas, 1) - 1e-12
     return analysis.model.saturation_observed and loaded
@@ -918,7 +927,7 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     """The predictions of each scenario, all of their twin runs (seeds and sensitivity variants) on
     one executor at once. The runs are independent, so ``executor`` runs them where it runs them: by
     default ``workers`` local processes (default: every core, or this process for a small grid:
-    ``local_executor``; 1: this process), or a Ray cluster
+    ``grid_executor``; 1: this process), or a Ray cluster
     (:class:`app.economics.run.ray_executor.RayCluster`). The predictions do not depend on it, nor on
     which other scenarios share the call: each run is set by its job alone. ``on_run(done, total,
     message)`` follows each finished run (the dashboard's progress bar), ``on_scenario(scenario,
@@ -926,7 +935,7 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     stopped part-way keeps the scenarios it finished)."""
     planned = {(n, g, m): _jobs(analysis, n, g, m, seeds) for n, g, m in scenarios_}  # a repeat once
     jobs = [j for mine in planned.values() for j in mine]
-    executor = executor or local_executor(analysis, [j.traffic for j in jobs], workers)
+    executor = executor or grid_executor(analysis, list(planned), seeds, workers)
     results: dict[_Job, RunShares] = {}
     started = time.perf_counter()
     # longest first (more demand, then fewer replicas: longer queues), so that the last runs to finish
