@@ -466,6 +466,20 @@ def promise_change_browser(size: Size, workdir: Path, log: Log) -> Result:
 
 
 # what the promise change was tried with before the lookups, for the page where the goal is not met
+# what was done about the month's time (each change leaves every prediction as it was); the analyse's
+# steps and statements, and the grid's runs, are in the row's detail
+MONTH_TRIED = [
+    "the residual, the closing sweeps and the remedies replay the observed N on one set of worker processes that "
+    "keep each seed's requests (afd7fb8): each call had started its own and synthesized the same requests again",
+    "a closing move clamped at a factor just tried keeps that try's views instead of replaying them (d1d61d8)",
+    "a time scale is not tried again when nothing moved since its last try (b0c2314): two whole-month replays "
+    "per seed for the same answer",
+    "the grid's second pass runs on the processes of its first (1e62772), and the envelope of scenarios "
+    "foreseen backlogged is planned with their seeds (d083001)",
+    "left: the closing sweeps (the twin at the observed N moved within 5 % to meet the observed shares) and the "
+    "envelope's runs are work fc9d294 did not do; each sweep is two to three rounds of whole-month replays",
+]
+
 PROMISE_TRIED = [
     "every window in one statement (promise__shares: per-window rows and alerts in one pass, the range rows on "
     "the other core): 218 ms at 526ffe0, 151 ms of it the per-window statement",
@@ -752,7 +766,7 @@ def _month_row(name: str, size: Size, out: Path, made: dict[str, Any], workdir: 
                 "peak_reset_per_phase": res["peak_reset"], "flagged_predictions": res["flagged"],
                 "load_statements": res.get("load_statements", []), "analyse_steps": res.get("analyse_steps", []),
                 "analyse_statements": res.get("analyse_statements", []),
-                "s_per_replica_hour": round(ph["grid"]["seconds"] / replica_hours, 5),
+                "s_per_replica_hour": round(ph["grid"]["seconds"] / replica_hours, 5), "tried": MONTH_TRIED,
                 "what": "load (Workspace.load_file) + analyse (fit, demand, calibration, residual) + a "
                         f"{scenarios_n}-scenario grid x {size.month_seeds} seeds on every core, in one fresh "
                         "process, against the same with the grid in one process; the export is simulated by "
