@@ -10,7 +10,7 @@ from app.bench import document
 from app.docgen.tables import Column, generated_header, provenance_block, table
 
 COMMAND = ("python -m app.docgen bench --from docs/data/bench.json+docs/data/bench-2.json+docs/data/bench-3.json"
-           "+docs/data/bench-4.json,docs/data/bench-d41fe8b.json,docs/data/bench-month15.json --against "
+           "+docs/data/bench-4.json,docs/data/bench-5834be1.json,docs/data/bench-month15.json --against "
            "docs/data/bench-fc9d294.json"
            "+docs/data/bench-fc9d294-2.json+docs/data/bench-fc9d294-3.json+docs/data/bench-fc9d294-4.json "
            "--out docs/benchmarks.md")
