@@ -159,7 +159,6 @@ AUDITED = {
     ("app/store.py", "_read"): "runs the constant queries of Workspace's own methods (values as $params)",
     ("app/cube.py", "store_rows"): "a relation name of the cube build and the constant _STORE_ORDER",
     ("app/cube.py", "index_for_promises"): "table names from the fixed tuple CUBE_TABLES",
-    ("app/load.py", "_commit_staged"): "the text of the query file ingest__staged_series",
     ("app/ingest/base.py", "number_rows"): "table, view and column names of the readers' own staging tables",
     ("app/ingest/base.py", "empty_tables"): "the readers' own staging table names",
     ("app/ingest/longform.py", "read_csv"): "one of two constant read_csv(...) calls; the path and delimiter "
