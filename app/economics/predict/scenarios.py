@@ -938,11 +938,6 @@ def run_scenarios(analysis: Analysis, scenarios_: Sequence[Scenario], seeds: int
     executor = executor or grid_executor(analysis, list(planned), seeds, workers)
     results: dict[_Job, RunShares] = {}
     started = time.perf_counter()
-    # longest first (more demand, then fewer replicas: longer queues), so that the last runs to finish
-    # are short ones and no worker idles while one long run remains; the runs of one (g, m, seed)
-    # stay together and, in local processes, on the worker that synthesized their requests
-    # (``_share``; a month's set is hundreds of MB and seconds to make: seeds taken in turn made
-    # every run synthesize its set again, 18 syntheses instead of 6 in a 6-scenario x 3-seed grid)
     if progress and compiled.compiling(compiled.FLEET):
         progress("the replay engine is being compiled (the first run on this machine: about half a minute on 2 cores)")
     out: dict[Scenario, list[Prediction]] = {}
