@@ -465,7 +465,6 @@ def promise_change_browser(size: Size, workdir: Path, log: Log) -> Result:
                         "'Last interaction'); first_page_s: the Promise page opened and drawn the first time"})
 
 
-# what the promise change was tried with before the lookups, for the page where the goal is not met
 # what was done about the month's time (each change leaves every prediction as it was); the analyse's
 # steps and statements, and the grid's runs, are in the row's detail
 MONTH_TRIED = [
@@ -480,6 +479,7 @@ MONTH_TRIED = [
     "envelope's runs are work fc9d294 did not do; each sweep is two to three rounds of whole-month replays",
 ]
 
+# what the promise change was tried with before the lookups, for the page where the goal is not met
 PROMISE_TRIED = [
     "every window in one statement (promise__shares: per-window rows and alerts in one pass, the range rows on "
     "the other core): 218 ms at 526ffe0, 151 ms of it the per-window statement",
