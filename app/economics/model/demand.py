@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numba import njit
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from app import sql
 from app.cube import ensure_cube
@@ -88,7 +88,7 @@ class LengthDistribution:
         def nll(theta: np.ndarray) -> float:
             mu, log_sigma = theta
             sigma = math.exp(log_sigma)
-            cdf = stats.norm.cdf((np.log(np.maximum(edges, 1e-9)) - mu) / sigma)
+            cdf = special.ndtr((np.log(np.maximum(edges, 1e-9)) - mu) / sigma)
             p = np.maximum(np.diff(cdf), 1e-300)
             return float(-(per_bucket * np.log(p)).sum())
 
@@ -112,6 +112,13 @@ class LengthDistribution:
         upper = np.maximum(np.concatenate([self.bounds + 0.5, [self.max_len + 0.5]]), lower + 1e-6)
         return lower, upper
 
+    def _cdf(self, x: np.ndarray, scale: float) -> np.ndarray:
+        """The fitted lognormal's CDF at ``x`` (scale ``exp(mu)``): what ``scipy.stats.lognorm(s=sigma,
+        scale=scale).cdf`` computes at positive ``x``, operation for operation, without importing
+        scipy.stats (a second of every replay worker's start)."""
+        with np.errstate(divide="ignore"):
+            return special.ndtr(np.log(x / scale) / self.sigma)
+
     def _spread_for_mean(self) -> float:
         """The within-bucket spread whose mean length is the observed mean (1 when the histogram has
         no usable ``_sum``): the mean is linear in the spread, from each bucket's lower bound and the
@@ -120,9 +127,9 @@ class LengthDistribution:
             return 1.0
         lower, upper = self._edges()
         s, mu = self.sigma, self.mu
-        a, b = stats.norm.cdf((np.log(lower) - mu) / s), stats.norm.cdf((np.log(upper) - mu) / s)
-        pa = stats.norm.cdf((np.log(lower) - mu - s * s) / s)
-        pb = stats.norm.cdf((np.log(upper) - mu - s * s) / s)
+        a, b = special.ndtr((np.log(lower) - mu) / s), special.ndtr((np.log(upper) - mu) / s)
+        pa = special.ndtr((np.log(lower) - mu - s * s) / s)
+        pb = special.ndtr((np.log(upper) - mu - s * s) / s)
         mass = b - a
         with np.errstate(invalid="ignore", divide="ignore"):
             inside = np.where(mass > 1e-12, math.exp(mu + s * s / 2) * (pb - pa) / mass, (lower + upper) / 2)
@@ -149,9 +156,8 @@ class LengthDistribution:
             bucket = rng.choice(len(self.shares), size=n, p=self.shares)
         lower, upper = self._edges()
         scale = math.exp(self.mu)
-        dist = stats.lognorm(s=self.sigma, scale=scale)
         # the fit's CDF at each bucket's edges, once per bucket rather than once per request
-        lo_cdf, hi_cdf = dist.cdf(lower), dist.cdf(upper)
+        lo_cdf, hi_cdf = self._cdf(lower, scale), self._cdf(upper, scale)
         u = rng.uniform(size=n)
         out = np.empty(n, dtype=np.int64)
         for a in range(0, n, SAMPLE_CHUNK):  # a chunk at a time
