@@ -104,7 +104,9 @@ def _picks(router, n_rep, pick_a, pick_b, i):
     return 0, -1
 
 
-@njit(cache=True, error_model="numpy")
+# nogil (here and in _run_closed): a grid's lane in the calling process runs its replays on a thread
+# (app.economics.run.executors.Lanes) while the main thread hands the other lanes their jobs
+@njit(cache=True, error_model="numpy", nogil=True)
 def _run(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h, st_dec,
          st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, horizon, at, sink_f, ttft_s, tpot_s, totals,
          windows, per_path, decode, counts):
@@ -189,7 +191,7 @@ def _ordered(rq, rp, ncls, kc, h, prefix, st_dec, st_pf, ip, fp, x, follower, ga
             return 2
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _run_closed(rq, arrival, prompt, target, path, hits_max, keys, conv, last_replica, rp, ncls, kc, prefix, h,
                 st_dec, st_pf, gauges, ip, fp, router, state, pick_a, pick_b, dt, at, follower, gap, scheduled, pend,
                 sink_f, ttft_s, tpot_s, totals, windows, per_path, decode, counts):

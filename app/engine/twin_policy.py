@@ -221,7 +221,8 @@ def _retry(rq, i, tau, ry, u_retry, origin, attempt, conv, retries, ctr, i_trace
     ctr[WAITING] = n + 1
 
 
-@njit(cache=True, error_model="numpy")
+# nogil: a lane in the calling process replays on a thread (app.economics.run.executors.Lanes)
+@njit(cache=True, error_model="numpy", nogil=True)
 def _run_policy(rq, n_trace, rp, blank, ncls, kc, prefix, h, st_dec, st_pf, gauges, ip, fp, router, u_route,
                 u_retry, dt, horizon, state, au, k_adm, ry, origin, attempt, conv, last_replica, tl, ctr):
     """The loop; returns the autoscaler's decisions (rows of ``tl``), the rest is in ``ctr``.

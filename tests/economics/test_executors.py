@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 
 from app.economics.predict.scenarios import PARALLEL_GRID_REQUESTS, local_executor
 from app.economics.run.executors import LocalProcesses, LocalSession, Placement, passes
@@ -55,7 +58,42 @@ def test_local_processes_with_affinity_give_every_job_once_and_make_each_share_w
     ran = {(job[0], pid) for job, (_, _, pid) in got}
     assert made == ran
     assert sum(m for _, (_, m, _) in got) == len(ran)
-    assert len({pid for _, (_, _, pid) in got}) <= 2 and os.getpid() not in {pid for _, (_, _, pid) in got}
+    # this process starts on the jobs at once, before the other lane's process has started
+    pids = [pid for _, (_, _, pid) in got]
+    assert pids[0] == os.getpid() and len(set(pids)) <= 2
+
+
+def test_a_lane_that_starts_late_takes_jobs_once_it_has_started(tmp_path: Path) -> None:
+    """This process's first job waits until a job has run in the other lane's process: that lane,
+    once started, takes the share no lane has taken; every job runs once."""
+    jobs = [("a", n) for n in range(3)] + [("b", n) for n in range(3)]
+    got = list(LocalProcesses(2).run(_meet, (os.getpid(), str(tmp_path / "met")), jobs, affinity=_share))
+    assert sorted(job for job, _ in got) == sorted(jobs)
+    where = dict(got)
+    assert where[("a", 0)] == os.getpid() and where[("b", 0)] != os.getpid()
+
+
+def _meet(context: tuple[int, str], job: tuple[str, int], cache: dict[Any, Any]) -> int:
+    """In the calling process, job ("a", 0) waits (a minute at most) for a job of another process."""
+    parent, marker = context
+    if os.getpid() != parent:
+        Path(marker).touch()
+    elif job == ("a", 0):
+        deadline = time.monotonic() + 60
+        while not Path(marker).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return os.getpid()
+
+
+def test_an_error_in_a_lane_reaches_the_caller() -> None:
+    with pytest.raises(ValueError, match="job 3"):
+        list(LocalProcesses(2).run(_fails_at_3, 10, [("a", n) for n in range(5)], affinity=_share))
+
+
+def _fails_at_3(context: int, job: tuple[str, int], cache: dict[Any, Any]) -> int:
+    if job[1] == 3:
+        raise ValueError("job 3")
+    return job[1]
 
 
 def test_a_worker_with_nothing_of_its_own_takes_another_shares_last_job() -> None:
@@ -78,10 +116,12 @@ def test_a_held_share_goes_back_to_the_worker_that_holds_it() -> None:
 
 def test_a_session_keeps_each_workers_shares_from_one_call_to_the_next() -> None:
     """The shares are made once per worker over the session's calls, and each call's values are a
-    fresh call's. One job per share and call: no worker is left idle to take another's share."""
+    fresh call's. One job per share and call, on lanes started before the first call: each lane
+    takes a share and finds it again in the second call."""
     jobs = [("a", 0), ("b", 0)]
     for workers in (1, 2):
         with LocalSession(10, workers) as session:
+            session.start()
             first = list(session.run(_made, jobs, affinity=_share))
             second = list(session.run(_made, [("b", 3), ("a", 3)], affinity=_share))
         fresh = list(LocalProcesses(workers).run(_made, 10, [*jobs, ("b", 3), ("a", 3)]))
@@ -91,7 +131,7 @@ def test_a_session_keeps_each_workers_shares_from_one_call_to_the_next() -> None
         assert len(made) == len(set(made))  # never twice in one process
         assert not any(m for _, (_, m, _) in second)  # the second call found each share where it ran
         pids = {pid for _, (_, _, pid) in first + second}
-        assert (pids == {os.getpid()}) == (workers == 1) and len(pids) == workers
+        assert os.getpid() in pids and len(pids) == workers
 
 
 class _Recording:
@@ -111,8 +151,8 @@ class _Recording:
 
 
 def test_a_grids_passes_share_its_local_processes() -> None:
-    """A grid's second pass (the envelope of backlogged scenarios) runs on the processes of its first:
-    no new process, each share found where it was made; the values are a fresh call's. Another
+    """A grid's second pass (the envelope of backlogged scenarios) runs on the lanes of its first: no
+    new process, each share found where it was made; the values are a fresh call's. Another
     executor is called once per pass."""
     first, second = [("a", 0), ("b", 0)], [("b", 3), ("a", 3)]
     fresh = {job: value for job, (value, _, _) in LocalProcesses(1).run(_made, 10, first + second)}
@@ -120,8 +160,10 @@ def test_a_grids_passes_share_its_local_processes() -> None:
         one = list(run_pass(_made, first, affinity=_share))
         two = list(run_pass(_made, second, affinity=_share))
     assert {job: value for job, (value, _, _) in one + two} == fresh
-    assert len({pid for _, (_, _, pid) in one + two}) == 2 and os.getpid() not in {pid for _, (_, _, pid) in one}
-    assert not any(m for _, (_, m, _) in two)  # made in the first pass, by the process that runs it again
+    assert len({pid for _, (_, _, pid) in one + two}) <= 2 and one[0][1][2] == os.getpid()
+    # a share the first pass made in a process is found there by the second
+    made_first = {(job[0], pid) for job, (_, m, pid) in one if m}
+    assert all(m == ((job[0], pid) not in made_first) for job, (_, m, pid) in two)
     recording = _Recording()
     with passes(recording, 10, len(first)) as run_pass:
         got = list(run_pass(_made, first, affinity=_share)) + list(run_pass(_made, second, affinity=_share))

@@ -634,11 +634,13 @@ def _crossing(points: list[tuple[float, float]], target: float) -> float | None:
 
 
 PARALLEL_RESIDUAL_REQUESTS = 2_000_000  # below this a replay takes seconds: a spawned process costs more
-# Below this many requests replayed by a grid's planned runs in all, the grid runs in this process:
-# starting the workers (their imports, the analysis, numba's cached engine: 2 to 3 s, once for both
-# passes) costs about what two processes save on 6 M requests (a run replays about a million requests
-# a second). The envelope runs of scenarios foreseen backlogged (``_foreseen_backlog``) count; those
-# of a backlog not foreseen come in a second pass, after the choice.
+# Below this many requests replayed by a grid's planned runs in all, the grid runs in this process
+# alone. On more lanes this process starts at once and the others join when their process has started
+# (its imports, the analysis, numba's cached engine: a second or two, once for both passes), so the
+# lanes cost little, but below about 4 M requests (a run replays about a million requests a second)
+# they finished no sooner on 2 cores, and each process costs a core for its start. The envelope runs of
+# scenarios foreseen backlogged (``_foreseen_backlog``) count; those of a backlog not foreseen come in
+# a second pass, after the choice.
 PARALLEL_GRID_REQUESTS = 6_000_000
 
 

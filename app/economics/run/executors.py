@@ -22,7 +22,6 @@ from concurrent.futures import (
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
-    as_completed,
     wait,
 )
 from contextlib import contextmanager
@@ -75,15 +74,17 @@ def _ready() -> None:
 
 
 class LocalProcesses:
-    """``workers`` processes of this machine (default :func:`default_workers`), started for one call
-    and given the context once each; one worker (or one job) runs in this process."""
+    """``workers`` lanes of this machine (default :func:`default_workers`), for one call: this process,
+    which starts on the jobs at once, and ``workers - 1`` processes started beside it, each given the
+    context once, which take jobs as soon as each has started (:class:`Lanes`). One worker (or one
+    job): this process alone."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
 
     def describe(self) -> str:
         n = self.workers or default_workers()
-        return "this process" if n <= 1 else f"{n} local processes"
+        return "this process" if n <= 1 else f"this process and {n - 1} local process{'es' if n > 2 else ''}"
 
     def run(self, fn: RunFn, context: Any, jobs: Sequence[Hashable],
             say: Callable[[str], None] | None = None, affinity: Affinity | None = None) -> Iterator[tuple[Any, Any]]:
@@ -93,14 +94,13 @@ class LocalProcesses:
             for job in jobs:
                 yield job, fn(context, job, cache)
             return
-        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
-        if affinity is not None:
-            yield from _by_affinity(fn, context, jobs, affinity, workers, ctx)
-            return
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(context,)) as pool:
-            futures = {pool.submit(_run_in_worker, fn, job): job for job in jobs}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+        with Lanes(context, workers, {}) as lanes:
+            yield from lanes.run(fn, jobs, affinity or _itself)
+
+
+def _itself(job: Hashable) -> Hashable:
+    """Each job a share of its own (no affinity)."""
+    return job
 
 
 class Placement:
@@ -139,63 +139,104 @@ class Placement:
         return None
 
 
-def _by_affinity(fn: RunFn, context: Any, jobs: Sequence[Hashable], affinity: Affinity, workers: int,
-                 ctx: Any) -> Iterator[tuple[Any, Any]]:
-    """The jobs on ``workers`` processes of their own, placed by :class:`Placement`."""
-    pools = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker, initargs=(context,))
-             for _ in range(workers)]
-    try:
-        _start(pools)
-        yield from _placed(fn, pools, Placement(jobs, affinity, workers))
-    finally:
-        for pool in pools:
+class Lanes:
+    """Where local runs execute: lane 0 is this process (a thread of its own, with ``cache``: the
+    compiled engine releases the GIL), lanes 1.. are processes of their own, each given ``context``
+    once. Lane 0 starts on the jobs at once; a process lane takes jobs as soon as it has started
+    (its imports, the context, numba's cached engine: two seconds or more), so no lane waits for
+    another's start, and the starts cost the jobs no time on a machine with a core for each lane.
+    The lanes last until :meth:`close`: a second call finds each process started and its cache as
+    the first call left it."""
+
+    def __init__(self, context: Any, workers: int, cache: dict[Any, Any]) -> None:
+        self.context, self.cache = context, cache
+        self.here = ThreadPoolExecutor(1, thread_name_prefix="headroom-lane")
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
+        self.pools = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker, initargs=(context,))
+                      for _ in range(workers - 1)]
+        # a pool's first submit starts its process and blocks until the child has read the context,
+        # which it unpickles after importing the economics stack: on threads, side by side
+        self.starter = ThreadPoolExecutor(max(len(self.pools), 1), thread_name_prefix="headroom-start")
+        self.starting: dict[Future[Any], int] = {
+            self.starter.submit(lambda pool: pool.submit(_ready).result(), pool): w + 1
+            for w, pool in enumerate(self.pools)}
+        self.held: list[Hashable | None] = []
+
+    def __enter__(self) -> Lanes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.here.shutdown(wait=True, cancel_futures=True)
+        self.starter.shutdown(wait=True)
+        for pool in self.pools:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    @property
+    def workers(self) -> int:
+        return 1 + len(self.pools)
 
-def _start(pools: Sequence[ProcessPoolExecutor]) -> None:
-    """Start the pools' processes side by side: a pool's first submit starts its process and blocks
-    until the child has read the context, which it unpickles after importing the economics stack
-    (seconds); one after the other, the last would take its share seconds after the first."""
-    with ThreadPoolExecutor(len(pools)) as starter:
-        list(starter.map(lambda pool: pool.submit(_ready).result(), pools))
+    def started(self) -> None:
+        """Wait until every process lane has started (an error of one that could not, raised)."""
+        for future in list(self.starting):
+            future.result()
 
+    def _submit(self, fn: RunFn, w: int, job: Any) -> Future[Any]:
+        if w == 0:
+            return self.here.submit(fn, self.context, job, self.cache)
+        return self.pools[w - 1].submit(_run_in_worker, fn, job)
 
-def _placed(fn: RunFn, pools: Sequence[ProcessPoolExecutor], placement: Placement) -> Iterator[tuple[Any, Any]]:
-    """The placement's jobs on the pools (one process each), yielded as each completes."""
-    running: dict[Future[Any], tuple[int, Any]] = {}
+    def run(self, fn: RunFn, jobs: Sequence[Hashable], affinity: Affinity) -> Iterator[tuple[Any, Any]]:
+        """``fn(context, job, cache)`` for every job, on the lanes started so far and on each as it
+        starts, placed by :class:`Placement` (a lane keeps the share it held in the last call),
+        yielded as each completes."""
+        for future in [f for f in self.starting if f.done()]:  # started since the last call
+            del self.starting[future]
+            future.result()
+        placement = Placement(jobs, affinity, self.workers, self.held)
+        running: dict[Future[Any], tuple[int, Any]] = {}
 
-    def fill(free: list[int]) -> None:
-        for w in free:
-            job = placement.next_job(w)
-            if job is not None:
-                running[pools[w].submit(_run_in_worker, fn, job)] = (w, job)
+        def fill(free: list[int]) -> None:
+            for w in free:
+                job = placement.next_job(w)
+                if job is not None:
+                    running[self._submit(fn, w, job)] = (w, job)
 
-    fill(list(range(len(pools))))
-    while running:
-        done, _ = wait(running, return_when=FIRST_COMPLETED)
-        free = []
-        for future in done:
-            w, job = running.pop(future)
-            free.append(w)
-            yield job, future.result()
-        fill(free)
+        fill([w for w in range(self.workers) if w not in self.starting.values()])
+        while running:
+            done, _ = wait([*running, *self.starting], return_when=FIRST_COMPLETED)
+            free = []
+            for future in done:
+                if future in self.starting:
+                    free.append(self.starting.pop(future))
+                    future.result()  # a process that could not start: its error
+                    continue
+                w, job = running.pop(future)
+                free.append(w)
+                yield job, future.result()
+            fill(free)
+        # a lane given no share of its own this time still holds the one it had
+        self.held = [m if m is not None else (self.held[w] if w < len(self.held) else None)
+                     for w, m in enumerate(placement.mine)]
 
 
 class LocalSession:
-    """Local processes kept for several calls of one context (``with LocalSession(context, n) as s``):
-    each worker reads the context once, and its cache lives from one call to the next, a share's jobs
-    going back to the worker that held the share. For a sequence of calls that depend on each other's
-    results, each replaying the same synthesized requests (the analysis' residual and the closing
-    sweeps: a month's request set is seconds to make and hundreds of MB). One worker: this process,
-    with one cache for every call. A call's results are those of a fresh ``LocalProcesses`` call:
-    ``fn`` must give the same result whatever its cache holds."""
+    """Local lanes kept for several calls of one context (``with LocalSession(context, n) as s``):
+    each process reads the context once, and each lane's cache lives from one call to the next, a
+    share's jobs going back to the lane that held the share. For a sequence of calls that depend on
+    each other's results, each replaying the same synthesized requests (the analysis' residual and
+    the closing sweeps: a month's request set is seconds to make and hundreds of MB). One worker: this
+    process, with one cache for every call; more: this process and ``workers - 1`` processes
+    (:class:`Lanes`). A call's results are those of a fresh ``LocalProcesses`` call: ``fn`` must give
+    the same result whatever its cache holds."""
 
     def __init__(self, context: Any, workers: int | None = None) -> None:
         self.context = context
         self.workers = max(1, workers or default_workers())
         self.cache: dict[Any, Any] = {}
-        self.pools: list[ProcessPoolExecutor] = []
-        self.held: list[Hashable | None] = []
+        self.lanes: Lanes | None = None
 
     def __enter__(self) -> LocalSession:
         return self
@@ -204,9 +245,17 @@ class LocalSession:
         self.close()
 
     def close(self) -> None:
-        for pool in self.pools:
-            pool.shutdown(wait=True, cancel_futures=True)
-        self.pools, self.cache = [], {}
+        if self.lanes is not None:
+            self.lanes.close()
+        self.lanes, self.cache = None, {}
+
+    def start(self) -> None:
+        """Start the lanes now and wait until each process has started (the first call otherwise
+        starts them and begins in this process at once, the others joining as they start)."""
+        if self.workers > 1 and self.lanes is None:
+            self.lanes = Lanes(self.context, self.workers, self.cache)
+        if self.lanes is not None:
+            self.lanes.started()
 
     def run(self, fn: RunFn, jobs: Sequence[Hashable], affinity: Affinity | None = None
             ) -> Iterator[tuple[Any, Any]]:
@@ -216,16 +265,9 @@ class LocalSession:
             for job in jobs:
                 yield job, fn(self.context, job, self.cache)
             return
-        if not self.pools:
-            ctx = multiprocessing.get_context("spawn")  # no fork of a process holding DuckDB threads
-            self.pools = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
-                                              initargs=(self.context,)) for _ in range(self.workers)]
-            _start(self.pools)
-        placement = Placement(jobs, affinity or (lambda job: job), self.workers, self.held)
-        yield from _placed(fn, self.pools, placement)
-        # a worker given no share of its own this time still holds the one it had
-        self.held = [m if m is not None else (self.held[w] if w < len(self.held) else None)
-                     for w, m in enumerate(placement.mine)]
+        if self.lanes is None:
+            self.lanes = Lanes(self.context, self.workers, self.cache)
+        yield from self.lanes.run(fn, jobs, affinity or _itself)
 
 
 Pass = Callable[..., Iterator[tuple[Any, Any]]]  # run_pass(fn, jobs, say=None, affinity=None)
