@@ -475,6 +475,12 @@ MONTH_TRIED = [
     "per seed for the same answer",
     "the grid's second pass runs on the processes of its first (1e62772), and the envelope of scenarios "
     "foreseen backlogged is planned with their seeds (d083001)",
+    "the grid's and the residual's runs start in this process while the worker processes start (eb7fef8), "
+    "and the workers no longer import scipy.stats (596429c): a worker's imports took 1.9 to 2.0 s, now 1.1 to "
+    "1.25 s",
+    "the twin's engine on the same traces (a day at N' 3 to 8): 8 to 10 % slower than fc9d294's, with the same "
+    "counts; its request rows grew from 99 to 131 bytes for the prefix cache, but 128-byte rows aligned to "
+    "cache lines ran within 2 % of them, so the rows are not the cause and were left as they are",
     "left: the closing sweeps (the twin at the observed N moved within 5 % to meet the observed shares) and the "
     "envelope's runs are work fc9d294 did not do; each sweep is two to three rounds of whole-month replays",
 ]

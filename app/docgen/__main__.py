@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="source", help="the tool's JSON (bench, accuracy); for bench, accuracy and accuracy-prefix-cache, "
                    "several comma-separated: the first run's page, then each other run's rows with its provenance")
     p.add_argument("--against", help="bench: the same benchmarks run at an earlier commit on the same machine, set "
-                   "beside the first run's rows")
+                   "beside the first run's rows; comma-separated, one per --from run in its order (empty: none)")
     p.add_argument("--out", help="the page to write (default: stdout)")
     return p
 
@@ -45,7 +45,11 @@ def render(args: argparse.Namespace) -> str:
     if others and args.page not in ("bench", "accuracy", "accuracy-prefix-cache"):
         raise ValueError("only the bench, accuracy and accuracy-prefix-cache pages take several runs")
     if args.page == "bench":
-        return bench.page(first, command, others, _read(args.against) if args.against else None)
+        bases = [_read(f) if f else None for f in (args.against or "").split(",")]
+        if len(bases) > 1 + len(others):
+            raise ValueError(f"--against names {len(bases)} runs to compare with, for {1 + len(others)} --from runs")
+        bases += [None] * (1 + len(others) - len(bases))
+        return bench.page(first, command, others, bases[0], bases[1:])
     if args.page == "accuracy":
         return accuracy.page(first, command, others)
     if args.page == "accuracy-prefix-cache":

@@ -72,17 +72,20 @@ def _statement_lines(rows: Sequence[dict[str, Any]], what: str) -> list[str]:
 
 
 def page(doc: dict[str, Any], command: str = COMMAND, also: Sequence[dict[str, Any]] = (),
-         against: dict[str, Any] | None = None) -> str:
+         against: dict[str, Any] | None = None, also_against: Sequence[dict[str, Any] | None] = ()) -> str:
     """The page: where and when, the table of results with each goal and whether it was met, the cube
     build's growth exponent and the library versions; each run in ``also`` (a benchmark run on its own,
     e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance; with
     ``against`` (the same benchmarks run at an earlier commit on the same machine), the rows of ``doc``
-    set beside it (:func:`comparison`)."""
+    set beside it (:func:`comparison`), and with ``also_against[i]`` those of ``also[i]``."""
     text = _run(doc, command)
     if against is not None:
         text += "\n" + comparison(doc, against)
-    for other in also:
+    for k, other in enumerate(also):
         text += "\n" + _run(other, None)
+        base = also_against[k] if k < len(also_against) else None
+        if base is not None:
+            text += "\n" + comparison(other, base, (other.get("provenance") or {}).get("command", "headroom bench"))
     return text
 
 
@@ -178,10 +181,11 @@ def verdict(here: Sequence[float], there: Sequence[float]) -> str:
     return "no"
 
 
-def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
+def comparison(doc: dict[str, Any], base: dict[str, Any], of: str | None = None) -> str:
     """``doc``'s rows beside the same benchmarks at an earlier commit (``base``, run on the same machine):
     each row's runs on both sides (their range), the change of the medians, whether it is no slower
-    (:func:`verdict`) and how many of the alternating pairs of runs were slower here."""
+    (:func:`verdict`) and how many of the alternating pairs of runs were slower here; ``of``: the command
+    of an "also measured" run, named in the heading."""
     prov = base.get("provenance") or {}
     commit = (prov.get("commit") or "?")[:7]
     then = _keyed(base)
@@ -210,7 +214,7 @@ def comparison(doc: dict[str, Any], base: dict[str, Any]) -> str:
                Column("no slower", value=lambda c: c["no slower"]), Column("note")]
     runs_here = len(doc["provenance"].get("pooled") or [1])
     runs_then = len(prov.get("pooled") or [1])
-    out = [f"## Against `{commit}`", "",
+    out = [f"## Against `{commit}`" if of is None else f"## `{of}` against `{commit}`", "",
            f"The rows above beside the same benchmarks at commit `{commit}`, measured on the same machine, the "
            f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each cell is the range of "
            "the runs that have its row, which is how much the machine itself moves; the change is that of the "

@@ -193,3 +193,24 @@ def test_a_document_is_not_stamped_from_a_directory_without_git(tmp_path: Path,
     path.write_text(json.dumps({"results": [], "total_seconds": 1.0}))
     with pytest.raises(ValueError, match="not a git tree"):
         provenance.stamp(path, "headroom bench", tmp_path)
+
+
+def test_an_also_measured_run_is_compared_with_its_own_earlier_runs(tmp_path: Path) -> None:
+    """``--against`` names one comparison per ``--from`` run, in its order: the first run's may be empty."""
+    files = {}
+    for name, commit, date, s in (("main", "1", "01", 0.9), ("grid1", "2", "03", 6.0), ("grid2", "2", "05", 7.0),
+                                  ("old1", "f", "02", 5.0), ("old2", "f", "04", 5.5)):
+        files[name] = tmp_path / f"{name}.json"
+        rows = [_row("text_ingest", s, lines_per_s=1.5e6, reference_lines_per_s=3e4)] if name == "main" else [_grid(s)]
+        doc = _doc(commit * 40, f"2026-12-06T{date}:00:00Z", rows)
+        doc["provenance"]["command"] = "headroom bench --size full --only replay"
+        files[name].write_text(json.dumps(doc))
+    out = tmp_path / "benchmarks.md"
+    assert docgen(["bench", "--from", f"{files['main']},{files['grid1']}+{files['grid2']}", "--against",
+                   f",{files['old1']}+{files['old2']}", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "## Against" not in text  # the first run has none
+    assert "## `headroom bench --size full --only replay` against `fffffff`" in text
+    # medians 6.5 against 5.25; the fastest here (6.0) slower than the slowest there (5.5)
+    assert "| scenario_grid | 10 | 6.00 s – 7.00 s | 5.00 s – 5.50 s | +24% | **no** | 2 of 2 pairs" in text
+    assert docgen(["bench", "--from", str(files["main"]), "--against", f"{files['old1']},{files['old2']}"]) == 1
