@@ -9,11 +9,24 @@ from typing import Any
 from app.bench import document
 from app.docgen.tables import Column, generated_header, provenance_block, table
 
-COMMAND = ("python -m app.docgen bench --from docs/data/bench.json+docs/data/bench-2.json+docs/data/bench-3.json"
-           "+docs/data/bench-4.json,docs/data/bench-5834be1.json,docs/data/bench-month15.json --against "
-           "docs/data/bench-fc9d294.json"
-           "+docs/data/bench-fc9d294-2.json+docs/data/bench-fc9d294-3.json+docs/data/bench-fc9d294-4.json "
-           "--out docs/benchmarks.md")
+
+def _runs(*names: str) -> str:
+    """Runs of one command at one commit, pooled on the page ('+')."""
+    return "+".join(f"docs/data/{name}.json" for name in names)
+
+
+# the page's groups, each with the runs at fc9d294 it is compared with (none for the second and last):
+# the full bench at 7af33f2, a later run of some rows at 5834be1, the replay and the month at eb7fef8,
+# the replay rows at e2f23ba taken in turn with fc9d294's, and the 15 s month
+COMMAND = ("python -m app.docgen bench --from "
+           + ",".join([_runs("bench", "bench-2", "bench-3", "bench-4"), _runs("bench-5834be1"),
+                       _runs("bench-eb7fef8", "bench-eb7fef8-2"),
+                       _runs(*(f"bench-replay-e2f23ba-{i}" for i in range(1, 9))), _runs("bench-month15")])
+           + " --against "
+           + ",".join([_runs("bench-fc9d294", "bench-fc9d294-2", "bench-fc9d294-3", "bench-fc9d294-4"), "",
+                       _runs("bench-fc9d294", "bench-fc9d294-5"),
+                       _runs(*(f"bench-replay-fc9d294-{i}" for i in range(1, 9))), ""])
+           + " --out docs/benchmarks.md")
 
 COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom", align="right"),
            Column("reference"), Column("reference time", align="right"), Column("ratio", align="right"),
@@ -181,6 +194,13 @@ def verdict(here: Sequence[float], there: Sequence[float]) -> str:
     return "no"
 
 
+def taken_in_turn(here: Sequence[str], there: Sequence[str]) -> bool:
+    """Whether two commits' runs were taken in turn, pair by pair: by their start times (ISO 8601, UTC),
+    the k-th run here and the k-th there are next to each other when every run is sorted together."""
+    ordered = sorted(list(here) + list(there))
+    return all(abs(ordered.index(a) - ordered.index(b)) == 1 for a, b in zip(here, there, strict=False))
+
+
 def comparison(doc: dict[str, Any], base: dict[str, Any], of: str | None = None) -> str:
     """``doc``'s rows beside the same benchmarks at an earlier commit (``base``, run on the same machine):
     each row's runs on both sides (their range), the change of the medians, whether it is no slower
@@ -212,11 +232,14 @@ def comparison(doc: dict[str, Any], base: dict[str, Any], of: str | None = None)
     columns = [Column("benchmark"), Column("size", align="right"), Column("this commit", key="here", align="right"),
                Column(commit, key="then", align="right"), Column("change of the medians", key="change", align="right"),
                Column("no slower", value=lambda c: c["no slower"]), Column("note")]
-    runs_here = len(doc["provenance"].get("pooled") or [1])
-    runs_then = len(prov.get("pooled") or [1])
+    here_dates = doc["provenance"].get("pooled") or [doc["provenance"].get("date", "")]
+    then_dates = prov.get("pooled") or [prov.get("date", "")]
+    runs_here, runs_then = len(here_dates), len(then_dates)
+    taken = ("runs of the two commits alternating" if taken_in_turn(here_dates, then_dates) else
+             "runs of the two commits not all taken in turn (see their start times)")
     out = [f"## Against `{commit}`" if of is None else f"## `{of}` against `{commit}`", "",
            f"The rows above beside the same benchmarks at commit `{commit}`, measured on the same machine, the "
-           f"runs of the two commits alternating ({runs_here} here, {runs_then} there). Each cell is the range of "
+           f"{taken} ({runs_here} here, {runs_then} there). Each cell is the range of "
            "the runs that have its row, which is how much the machine itself moves; the change is that of the "
            "medians. A row is no slower when its median is at most the other commit's; **within the noise** when "
            "it is above it but the two commits' runs overlap (the fastest here no slower than the slowest there: "

@@ -214,3 +214,16 @@ def test_an_also_measured_run_is_compared_with_its_own_earlier_runs(tmp_path: Pa
     # medians 6.5 against 5.25; the fastest here (6.0) slower than the slowest there (5.5)
     assert "| scenario_grid | 10 | 6.00 s – 7.00 s | 5.00 s – 5.50 s | +24% | **no** | 2 of 2 pairs" in text
     assert docgen(["bench", "--from", str(files["main"]), "--against", f"{files['old1']},{files['old2']}"]) == 1
+
+
+def test_runs_are_said_to_alternate_only_when_they_do() -> None:
+    assert bench.taken_in_turn(["2026-12-06T01:00:00Z", "2026-12-06T03:00:00Z"],
+                               ["2026-12-06T02:00:00Z", "2026-12-06T04:00:00Z"])
+    assert bench.taken_in_turn(["2026-12-06T02:00:00Z", "2026-12-06T03:00:00Z"],  # pair by pair, either first
+                               ["2026-12-06T01:00:00Z", "2026-12-06T04:00:00Z"])
+    assert not bench.taken_in_turn(["2026-12-06T12:00:00Z", "2026-12-06T12:10:00Z"],
+                                   ["2026-12-06T01:00:00Z", "2026-12-06T01:10:00Z"])
+    now = bench.pooled([_doc("1" * 40, f"2026-12-06T12:{m}:00Z", [_grid(6.0)]) for m in ("00", "10")])
+    then = bench.pooled([_doc("f" * 40, f"2026-12-06T01:{m}:00Z", [_grid(4.0)]) for m in ("00", "10")])
+    assert "runs of the two commits not all taken in turn (see their start times) (2 here, 2 there)" in (
+        bench.comparison(now, then))
