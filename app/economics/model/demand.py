@@ -115,7 +115,7 @@ class LengthDistribution:
     def _cdf(self, x: np.ndarray, scale: float) -> np.ndarray:
         """The fitted lognormal's CDF at ``x`` (scale ``exp(mu)``): what ``scipy.stats.lognorm(s=sigma,
         scale=scale).cdf`` computes at positive ``x``, operation for operation, without importing
-        scipy.stats (a second of every replay worker's start)."""
+        scipy.stats (most of the import every replay worker makes before its first run)."""
         with np.errstate(divide="ignore"):
             return special.ndtr(np.log(x / scale) / self.sigma)
 

@@ -249,13 +249,16 @@ class LocalSession:
             self.lanes.close()
         self.lanes, self.cache = None, {}
 
+    def _lanes(self) -> Lanes:
+        if self.lanes is None:
+            self.lanes = Lanes(self.context, self.workers, self.cache)
+        return self.lanes
+
     def start(self) -> None:
         """Start the lanes now and wait until each process has started (the first call otherwise
         starts them and begins in this process at once, the others joining as they start)."""
-        if self.workers > 1 and self.lanes is None:
-            self.lanes = Lanes(self.context, self.workers, self.cache)
-        if self.lanes is not None:
-            self.lanes.started()
+        if self.workers > 1:
+            self._lanes().started()
 
     def run(self, fn: RunFn, jobs: Sequence[Hashable], affinity: Affinity | None = None
             ) -> Iterator[tuple[Any, Any]]:
@@ -265,9 +268,7 @@ class LocalSession:
             for job in jobs:
                 yield job, fn(self.context, job, self.cache)
             return
-        if self.lanes is None:
-            self.lanes = Lanes(self.context, self.workers, self.cache)
-        yield from self.lanes.run(fn, jobs, affinity or _itself)
+        yield from self._lanes().run(fn, jobs, affinity or _itself)
 
 
 Pass = Callable[..., Iterator[tuple[Any, Any]]]  # run_pass(fn, jobs, say=None, affinity=None)
