@@ -478,9 +478,12 @@ MONTH_TRIED = [
     "the grid's and the residual's runs start in this process while the worker processes start (eb7fef8), "
     "and the workers no longer import scipy.stats (596429c): a worker's imports took 1.9 to 2.0 s, now 1.1 to "
     "1.25 s",
-    "the twin's engine on the same traces (a day at N' 3 to 8): 8 to 10 % slower than fc9d294's, with the same "
-    "counts; its request rows grew from 99 to 131 bytes for the prefix cache, but 128-byte rows aligned to "
-    "cache lines ran within 2 % of them, so the rows are not the cause and were left as they are",
+    "the twin's engine alone on the same traces (a day at N' 3, 4, 5 and 8, traffic 1 and 1.5), fc9d294's and "
+    "that of each commit that changed it since, in six interleaved rounds, the fastest of five runs each: counted "
+    "runs take 0.853 s against 0.825 s (+3.4 %), with the same request times; the whole step comes with the "
+    "prefix cache (17114bc), whose checks and wider rows run with the cache off too, and no later commit moved it "
+    "(the 8 to 10 % measured through the replay came from a noisy stretch); 128-byte rows aligned to cache "
+    "lines ran within 2 % of today's 131-byte ones, so the rows were left as they are",
     "left: the closing sweeps (the twin at the observed N moved within 5 % to meet the observed shares) and the "
     "envelope's runs are work fc9d294 did not do; each sweep is two to three rounds of whole-month replays",
 ]
