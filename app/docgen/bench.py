@@ -17,15 +17,18 @@ def _runs(*names: str) -> str:
 
 # the page's groups, each with the runs at fc9d294 it is compared with (none for the second and last):
 # the full bench at 7af33f2, a later run of some rows at 5834be1, the replay and the month at eb7fef8,
-# the replay rows at e2f23ba taken in turn with fc9d294's, and the 15 s month
+# the replay rows at e2f23ba and the month at b12feb2, each taken in turn with fc9d294's, and the 15 s
+# month
 COMMAND = ("python -m app.docgen bench --from "
            + ",".join([_runs("bench", "bench-2", "bench-3", "bench-4"), _runs("bench-5834be1"),
                        _runs("bench-eb7fef8", "bench-eb7fef8-2"),
-                       _runs(*(f"bench-replay-e2f23ba-{i}" for i in range(1, 9))), _runs("bench-month15")])
+                       _runs(*(f"bench-replay-e2f23ba-{i}" for i in range(1, 9))),
+                       _runs("bench-b12feb2-1", "bench-b12feb2-2"), _runs("bench-month15")])
            + " --against "
            + ",".join([_runs("bench-fc9d294", "bench-fc9d294-2", "bench-fc9d294-3", "bench-fc9d294-4"), "",
                        _runs("bench-fc9d294", "bench-fc9d294-5"),
-                       _runs(*(f"bench-replay-fc9d294-{i}" for i in range(1, 9))), ""])
+                       _runs(*(f"bench-replay-fc9d294-{i}" for i in range(1, 9))),
+                       _runs("bench-fc9d294-6", "bench-fc9d294-7"), ""])
            + " --out docs/benchmarks.md")
 
 COLUMNS = [Column("benchmark"), Column("size", align="right"), Column("Headroom", align="right"),
