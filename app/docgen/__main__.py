@@ -48,8 +48,7 @@ def render(args: argparse.Namespace) -> str:
         bases = [_read(f) if f else None for f in (args.against or "").split(",")]
         if len(bases) > 1 + len(others):
             raise ValueError(f"--against names {len(bases)} runs to compare with, for {1 + len(others)} --from runs")
-        bases += [None] * (1 + len(others) - len(bases))
-        return bench.page(first, command, others, bases[0], bases[1:])
+        return bench.page(first, command, others, bases)
     if args.page == "accuracy":
         return accuracy.page(first, command, others)
     if args.page == "accuracy-prefix-cache":

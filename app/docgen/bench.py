@@ -88,20 +88,19 @@ def _statement_lines(rows: Sequence[dict[str, Any]], what: str) -> list[str]:
 
 
 def page(doc: dict[str, Any], command: str = COMMAND, also: Sequence[dict[str, Any]] = (),
-         against: dict[str, Any] | None = None, also_against: Sequence[dict[str, Any] | None] = ()) -> str:
+         against: Sequence[dict[str, Any] | None] = ()) -> str:
     """The page: where and when, the table of results with each goal and whether it was met, the cube
     build's growth exponent and the library versions; each run in ``also`` (a benchmark run on its own,
-    e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance; with
-    ``against`` (the same benchmarks run at an earlier commit on the same machine), the rows of ``doc``
-    set beside it (:func:`comparison`), and with ``also_against[i]`` those of ``also[i]``."""
-    text = _run(doc, command)
-    if against is not None:
-        text += "\n" + comparison(doc, against)
-    for k, other in enumerate(also):
-        text += "\n" + _run(other, None)
-        base = also_against[k] if k < len(also_against) else None
+    e.g. ``--only month15``, too long to repeat with the rest) after it, with its own provenance. Each
+    run, ``doc`` then those of ``also``, is set beside ``against`` at its position when that is given
+    (the same benchmarks run at an earlier commit on the same machine: :func:`comparison`)."""
+    text = ""
+    for k, run in enumerate([doc, *also]):
+        text += ("\n" if k else "") + _run(run, None if k else command)
+        base = against[k] if k < len(against) else None
         if base is not None:
-            text += "\n" + comparison(other, base, (other.get("provenance") or {}).get("command", "headroom bench"))
+            of = (run.get("provenance") or {}).get("command", "headroom bench") if k else None
+            text += "\n" + comparison(run, base, of)
     return text
 
 
